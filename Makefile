@@ -1,0 +1,56 @@
+# placement-webhook: the two commands are `make demo` and `make test`.
+# Everything else they need (the Python venv, the Go-built control plane) is
+# made on first use.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: all demo test unit e2e bench lint format control-plane venv clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(STAMP)
+
+## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl
+## from the Go modules pinned in hack/ (once; cached outside the clone).
+control-plane:
+	@bash hack/build.sh >/dev/null
+
+## The main job: the webhook placing ~50 pods on a real local control plane.
+demo: $(STAMP) control-plane
+	$(PY) -m webhook.demo
+
+## Unit tests (pure core, no cluster) and e2e tests (real local control plane).
+test: $(STAMP) control-plane
+	$(PY) -m pytest tests
+
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit
+
+e2e: $(STAMP) control-plane
+	$(PY) -m pytest tests/e2e
+
+## Benchmarks: print tables and write JSON figures under build/bench/.
+bench: $(STAMP)
+	$(PY) benchmarks/bench_policy.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check webhook certs tests benchmarks
+	$(VENV)/bin/ruff format --check webhook certs tests benchmarks
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format webhook certs tests benchmarks
+	$(VENV)/bin/ruff check --fix webhook certs tests benchmarks
+
+clean:
+	rm -rf build .pytest_cache .mypy_cache .ruff_cache .devcluster

@@ -1,0 +1,493 @@
+"""Start, wait for and stop the local control plane processes.
+
+Admission plugins: the defaults, plus MutatingAdmissionWebhook (on by default
+in recent releases, named anyway), minus `ServiceAccount` (it would reject
+every pod until a controller creates the `default` ServiceAccount) and
+`TaintNodesByCondition` (without a kubelet no node ever reports Ready, so the
+taint it adds would never be lifted). The controller-manager, when asked
+for, runs without the node lifecycle controller for the same reason.
+
+Processes started with `own_processes=True` (tests, demo) die with the Python
+process that started them (PR_SET_PDEATHSIG), so an interrupted test run
+leaves no orphans; `devcluster up` starts them detached and records their
+pids in the state folder for `devcluster down`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+import certs
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BIN_DIR_ENV = "PLACEMENT_WEBHOOK_BIN_DIR"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
+_PR_SET_PDEATHSIG = 1
+
+
+class DevClusterError(RuntimeError):
+    """The control plane could not be built, started or reached."""
+
+
+def locate_binaries(build: bool = True) -> Path:
+    """The folder holding the pinned upstream binaries, building them if needed.
+
+    `PLACEMENT_WEBHOOK_BIN_DIR` points at a ready folder; otherwise
+    `hack/build.sh` answers with its cache folder (instantly when built).
+    """
+    if os.environ.get(BIN_DIR_ENV):
+        folder = Path(os.environ[BIN_DIR_ENV])
+    else:
+        script = REPO_ROOT / "hack" / "build.sh"
+        if not script.exists():
+            raise DevClusterError(f"set {BIN_DIR_ENV}: no hack/build.sh beside this package")
+        if not build:
+            raise DevClusterError("control plane not built: run `make control-plane`")
+        done = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            raise DevClusterError("hack/build.sh failed (see its output above)")
+        folder = Path(done.stdout.strip().splitlines()[-1])
+    missing = [c for c in COMPONENTS if not (folder / c).exists()]
+    if missing:
+        raise DevClusterError(f"{folder}: missing {', '.join(missing)}")
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class Component:
+    """One started process and where its output goes."""
+
+    name: str
+    process: subprocess.Popen[bytes] | None
+    pid: int
+    log: Path
+
+
+@dataclass
+class DevCluster:
+    """A running (or stopped) local control plane rooted at `workdir`.
+
+    Use `DevCluster.start(...)` or the context manager; `kubeconfig` is an
+    admin kubeconfig (system:masters) for tests and tools.
+    """
+
+    workdir: Path
+    bin_dir: Path
+    apiserver_port: int = 0
+    components: dict[str, Component] = field(default_factory=dict)
+
+    # ---- paths ---------------------------------------------------------
+    @property
+    def pki(self) -> Path:
+        return self.workdir / "pki"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "admin.kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    def log_path(self, name: str) -> Path:
+        return self.workdir / "logs" / f"{name}.log"
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:
+        """Run the pinned kubectl against this cluster and return its stdout."""
+        done = subprocess.run(
+            [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            input=input,
+        )
+        if check and done.returncode != 0:
+            raise DevClusterError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    # ---- lifecycle -----------------------------------------------------
+    @classmethod
+    def start(
+        cls,
+        workdir: str | os.PathLike[str],
+        *,
+        scheduler: bool = False,
+        controller_manager: bool = False,
+        scheduler_config: str | os.PathLike[str] | None = None,
+        own_processes: bool = True,
+        bin_dir: Path | None = None,
+        progress: Callable[[str], None] | None = None,
+        timeout: float = 90.0,
+    ) -> DevCluster:
+        """Start etcd and kube-apiserver (and the optional components) and wait until ready."""
+        say = progress or (lambda _msg: None)
+        folder = Path(workdir).resolve()
+        if folder.exists():
+            shutil.rmtree(folder)
+        (folder / "logs").mkdir(parents=True)
+        cluster = cls(workdir=folder, bin_dir=bin_dir or locate_binaries())
+        try:
+            cluster._write_pki()
+            say("starting etcd")
+            cluster._start_etcd(own_processes)
+            say("starting kube-apiserver")
+            cluster._start_apiserver(own_processes)
+            cluster.wait_ready(timeout)
+            say(f"kube-apiserver ready at {cluster.server}")
+            if scheduler:
+                cluster.start_scheduler(scheduler_config, own_processes=own_processes)
+                say("kube-scheduler started")
+            if controller_manager:
+                cluster.start_controller_manager(own_processes=own_processes)
+                say("kube-controller-manager started")
+            cluster._save_state()
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    def __enter__(self) -> DevCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop every process this cluster started, newest first; never raises."""
+        for component in reversed(list(self.components.values())):
+            self._stop_component(component, grace)
+        self.components.clear()
+        with contextlib.suppress(OSError):
+            (self.workdir / "state.json").unlink()
+
+    def stop_component(self, name: str, grace: float = 10.0) -> None:
+        """Stop one component (for tests that kill, say, the scheduler)."""
+        component = self.components.pop(name, None)
+        if component:
+            self._stop_component(component, grace)
+            self._save_state()
+
+    @staticmethod
+    def _stop_component(component: Component, grace: float) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(component.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if not _alive(component):
+                return
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(component.pid, signal.SIGKILL)
+        if component.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                component.process.wait(5)
+
+    @classmethod
+    def attach(cls, workdir: str | os.PathLike[str]) -> DevCluster:
+        """The cluster recorded in `workdir/state.json` by `devcluster up`."""
+        folder = Path(workdir).resolve()
+        try:
+            state = json.loads((folder / "state.json").read_text())
+        except FileNotFoundError as err:
+            raise DevClusterError(f"{folder}: no running dev cluster recorded") from err
+        cluster = cls(workdir=folder, bin_dir=Path(state["binDir"]), apiserver_port=state["port"])
+        for name, pid in state["pids"].items():
+            cluster.components[name] = Component(name, None, pid, cluster.log_path(name))
+        return cluster
+
+    def status(self) -> dict[str, bool]:
+        return {name: _alive(c) for name, c in self.components.items()}
+
+    def _save_state(self) -> None:
+        state = {
+            "binDir": str(self.bin_dir),
+            "port": self.apiserver_port,
+            "kubeconfig": str(self.kubeconfig),
+            "pids": {name: c.pid for name, c in self.components.items()},
+        }
+        (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
+
+    # ---- processes -----------------------------------------------------
+    def _spawn(self, name: str, args: list[str], own: bool, binary: str | None = None) -> None:
+        log = self.log_path(name)
+        with open(log, "ab") as out:
+            process = subprocess.Popen(
+                [str(self.bin_dir / (binary or name)), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if own and sys.platform == "linux" else None,
+            )
+        self.components[name] = Component(name, process, process.pid, log)
+
+    def _check_alive(self, name: str) -> None:
+        component = self.components[name]
+        if not _alive(component):
+            raise DevClusterError(f"{name} exited; last log lines:\n{self.tail_log(name)}")
+
+    def tail_log(self, name: str, lines: int = 25) -> str:
+        try:
+            text = self.log_path(name).read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text[-lines:])
+
+    def _start_etcd(self, own: bool) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        self._spawn(
+            "etcd",
+            [
+                "--name=dev",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=dev=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync",  # a throw-away cluster: durability buys nothing here
+                "--quota-backend-bytes=8589934592",
+                "--log-level=warn",
+            ],
+            own,
+        )
+
+    def _start_apiserver(self, own: bool) -> None:
+        self.apiserver_port = free_port()
+        pki = self.pki
+        self._spawn(
+            "kube-apiserver",
+            [
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                "--endpoint-reconciler-type=none",  # loopback cannot back the kubernetes Service
+                f"--secure-port={self.apiserver_port}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                "--api-audiences=https://kubernetes.default.svc.cluster.local",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--authorization-mode=RBAC",
+                "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--enable-priority-and-fairness=false",
+                "--max-requests-inflight=2000",
+                "--max-mutating-requests-inflight=1000",
+                "--event-ttl=1h",
+            ],
+            own,
+        )
+
+    def _client_kubeconfig(self, name: str, user: str, groups: tuple[str, ...]) -> Path:
+        ca = certs.load_authority(self.pki)
+        pair = certs.issue_client_certificate(ca, user, groups)
+        path = self.workdir / f"{name}.kubeconfig"
+        write_kubeconfig(path, self.server, ca.cert_pem, pair.cert_pem, pair.key_pem, user=user)
+        return path
+
+    def start_scheduler(
+        self,
+        config: str | os.PathLike[str] | None = None,
+        *,
+        name: str = "kube-scheduler",
+        own_processes: bool = True,
+    ) -> None:
+        """Start a kube-scheduler (a second one with another `name` and `config` is fine)."""
+        kubeconfig = self._client_kubeconfig(name, "system:kube-scheduler", ())
+        args = [
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+            "--leader-elect=false",
+        ]
+        if config:
+            args.append(f"--config={config}")
+        self._spawn(name, args, own_processes, binary="kube-scheduler")
+        time.sleep(0.5)
+        self._check_alive(name)
+
+    def start_controller_manager(self, *, own_processes: bool = True) -> None:
+        """Start kube-controller-manager (ReplicaSets, Deployments, garbage collection).
+
+        The node lifecycle and IPAM controllers are off: there is no kubelet
+        heartbeating, and the lifecycle controller would taint every node.
+        """
+        kubeconfig = self._client_kubeconfig(
+            "kube-controller-manager", "system:kube-controller-manager", ()
+        )
+        self._spawn(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--leader-elect=false",
+                "--controllers=*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
+                f"--service-account-private-key-file={self.pki / 'sa.key'}",
+                f"--root-ca-file={self.pki / 'ca.crt'}",
+                "--use-service-account-credentials=false",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+                "--concurrent-replicaset-syncs=5",
+            ],
+            own_processes,
+        )
+        time.sleep(0.5)
+        self._check_alive("kube-controller-manager")
+
+    def _write_pki(self) -> None:
+        pki = self.pki
+        ca = certs.new_authority("placement-webhook-devcluster-ca")
+        certs.write_pem_atomically(pki / "ca.key", ca.key_pem)
+        certs.write_pem_atomically(pki / "ca.crt", ca.cert_pem, 0o644)
+        serving = certs.issue_serving_certificate(
+            ca,
+            ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+            ["127.0.0.1", "10.96.0.1"],
+        )
+        certs.write_pem_atomically(pki / "apiserver.key", serving.key_pem)
+        certs.write_pem_atomically(pki / "apiserver.crt", serving.cert_pem, 0o644)
+        sa_key = ec.generate_private_key(ec.SECP256R1())
+        certs.write_pem_atomically(
+            pki / "sa.key",
+            sa_key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            ),
+        )
+        certs.write_pem_atomically(
+            pki / "sa.pub",
+            sa_key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            ),
+            0o644,
+        )
+        admin = certs.issue_client_certificate(ca, "admin", ["system:masters"])
+        certs.write_pem_atomically(pki / "admin.crt", admin.cert_pem, 0o644)
+        certs.write_pem_atomically(pki / "admin.key", admin.key_pem)
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        """Poll `/readyz` with the admin identity until it answers ok."""
+        context = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        context.load_cert_chain(self.pki / "admin.crt", self.pki / "admin.key")
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while time.monotonic() < deadline:
+            for name in ("etcd", "kube-apiserver"):
+                self._check_alive(name)
+            try:
+                with urllib.request.urlopen(
+                    f"{self.server}/readyz", context=context, timeout=2
+                ) as answer:
+                    if answer.status == 200:
+                        write_kubeconfig(
+                            self.kubeconfig,
+                            self.server,
+                            (self.pki / "ca.crt").read_bytes(),
+                            (self.pki / "admin.crt").read_bytes(),
+                            (self.pki / "admin.key").read_bytes(),
+                            user="admin",
+                        )
+                        return
+            except OSError as err:
+                last = str(err)
+            time.sleep(0.25)
+        raise DevClusterError(
+            f"kube-apiserver not ready after {timeout:.0f}s ({last}); log tail:\n"
+            + self.tail_log("kube-apiserver")
+        )
+
+
+def _alive(component: Component) -> bool:
+    if component.process is not None:
+        return component.process.poll() is None
+    try:
+        os.kill(component.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie of a detached process still answers kill(0); check its state.
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{component.pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def write_kubeconfig(
+    path: Path, server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, *, user: str
+) -> None:
+    """A kubeconfig with embedded credentials, written atomically."""
+    import base64
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "dev", "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)},
+            }
+        ],
+        "contexts": [{"name": "dev", "context": {"cluster": "dev", "user": user}}],
+        "current-context": "dev",
+        "preferences": {},
+    }
+    certs.write_pem_atomically(path, yaml.safe_dump(config).encode())
+
+
+@contextlib.contextmanager
+def running(workdir: str | os.PathLike[str], **options: object) -> Iterator[DevCluster]:
+    """`with running(dir) as cluster:`; stops everything on the way out."""
+    cluster = DevCluster.start(workdir, **options)  # type: ignore[arg-type]
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,0 +1,148 @@
+"""Run our own webhook beside the local control plane and register it.
+
+The API server calls the webhook at https://127.0.0.1:PORT/mutate, trusting
+the CA from `certs`. The webhook runs as a real `placement-webhook serve`
+process (gunicorn, TLS), exactly as in a cluster, only outside of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+import certs
+from webhook.admission.registration import CONFIGURATION_NAME, webhook_configuration
+from webhook.devcluster.cluster import DevCluster, DevClusterError, _die_with_parent, free_port
+from webhook.kube import ApiError, Kube
+
+
+@dataclass
+class WebhookProcess:
+    """A running `placement-webhook serve` and how to reach it."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    tls_dir: Path
+    log: Path
+
+    def get(self, path: str, timeout: float = 2.0) -> tuple[int, dict[str, object]]:
+        context = ssl.create_default_context(cafile=str(self.tls_dir / "ca.crt"))
+        try:
+            with urllib.request.urlopen(self.url + path, context=context, timeout=timeout) as r:
+                return r.status, orjson.loads(r.read())
+        except urllib.error.HTTPError as err:
+            return err.code, orjson.loads(err.read() or b"{}")
+
+    def metrics(self) -> str:
+        context = ssl.create_default_context(cafile=str(self.tls_dir / "ca.crt"))
+        with urllib.request.urlopen(self.url + "/metrics", context=context, timeout=5) as r:
+            return str(r.read().decode())
+
+    def stop(self, grace: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def tail_log(self, lines: int = 30) -> str:
+        with contextlib.suppress(FileNotFoundError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return "(no log)"
+
+
+def start_webhook(
+    cluster: DevCluster,
+    *,
+    name: str = "webhook",
+    policy: str | os.PathLike[str] | None = None,
+    extra_args: Sequence[str] = (),
+    tls_dir: Path | None = None,
+    timeout: float = 60.0,
+) -> WebhookProcess:
+    """Start `placement-webhook serve` against the cluster and wait until /readyz is ok."""
+    tls = tls_dir or cluster.workdir / f"{name}-tls"
+    certs.ensure_serving_pair(tls, ["localhost"], ["127.0.0.1"])
+    port = free_port()
+    log = cluster.log_path(name)
+    args = [
+        sys.executable, "-m", "webhook.cli", "serve",
+        "--kubeconfig", str(cluster.kubeconfig),
+        "--bind", f"127.0.0.1:{port}",
+        "--tls-cert", str(tls / "tls.crt"),
+        "--tls-key", str(tls / "tls.key"),
+        *(["--policy", str(policy)] if policy else []),
+        *extra_args,
+    ]  # fmt: skip
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
+    hook = WebhookProcess(process=process, url=f"https://127.0.0.1:{port}", tls_dir=tls, log=log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise DevClusterError(f"webhook exited ({process.returncode}):\n{hook.tail_log()}")
+        with contextlib.suppress(OSError):
+            status, _ = hook.get("/readyz")
+            if status == 200:
+                return hook
+        time.sleep(0.2)
+    hook.stop()
+    raise DevClusterError(f"webhook not ready after {timeout:.0f}s:\n{hook.tail_log()}")
+
+
+def register_webhook(
+    kube: Kube, hook: WebhookProcess, *, name: str = CONFIGURATION_NAME, timeout_seconds: int = 2
+) -> None:
+    """Create (or replace) the MutatingWebhookConfiguration pointing at `hook`."""
+    bundle = certs.ca_bundle((hook.tls_dir / "ca.crt").read_bytes())
+    body = webhook_configuration(
+        ca_bundle=bundle, url=hook.url, name=name, timeout_seconds=timeout_seconds
+    )
+    path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+    with contextlib.suppress(ApiError):
+        kube.delete(f"{path}/{name}")
+    kube.create(path, body)
+
+
+def unregister_webhook(kube: Kube, name: str = CONFIGURATION_NAME) -> None:
+    path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+    with contextlib.suppress(ApiError):
+        kube.delete(f"{path}/{name}")
+
+
+def wait_until_effective(kube: Kube, namespace: str, timeout: float = 30.0) -> None:
+    """Wait until the API server calls the webhook (its configuration informer lags).
+
+    Probes with server-side dry-run creates, which the webhook answers without
+    reserving anything, until one comes back with a decision annotation.
+    """
+    from webhook.admission.patch import FILTER_RESULT
+    from webhook.devcluster.objects import pod_manifest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        probe = pod_manifest(generate_name="webhook-probe-", cpu="1m", memory="1Mi")
+        created = kube.create(f"/api/v1/namespaces/{namespace}/pods", probe, dryRun="All")
+        if FILTER_RESULT in ((created.get("metadata") or {}).get("annotations") or {}):
+            return
+        time.sleep(0.2)
+    raise DevClusterError(f"the API server did not call the webhook within {timeout:.0f}s")
