@@ -1,0 +1,116 @@
+import pytest
+from policy_builders import default_profile, make_node, make_pod, only, place, snapshot
+
+from webhook.policy.framework import fit_error_message, num_feasible_nodes_to_find, schedule
+from webhook.policy.model import PodView
+from webhook.policy.status import Code
+
+
+@pytest.mark.parametrize(
+    ("pct", "nodes", "expected"),
+    [
+        (None, 50, 50),
+        (None, 99, 99),
+        (None, 100, 100),
+        (None, 1000, 420),
+        (None, 5000, 500),
+        (None, 10000, 500),
+        (None, 200, 100),
+        (10, 5000, 500),
+        (100, 5000, 5000),
+        (1, 5000, 100),
+    ],
+)
+def test_number_of_nodes_to_find_follows_kube_scheduler(
+    pct: int | None, nodes: int, expected: int
+) -> None:
+    assert num_feasible_nodes_to_find(pct, nodes) == expected
+
+
+def test_fit_error_lines_are_sorted_as_strings() -> None:
+    msg = fit_error_message(
+        5, {"Insufficient cpu": 3, "node(s) had untolerated taint {dedicated: gpu}": 2}
+    )
+    assert (
+        msg == "0/5 nodes are available: 2 node(s) had untolerated taint {dedicated: gpu},"
+        " 3 Insufficient cpu."
+    )
+
+
+def test_unschedulable_message_aggregates_reasons_over_nodes() -> None:
+    nodes = [make_node(f"n{i}", cpu="1") for i in range(3)] + [
+        make_node(f"t{i}", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+        for i in range(2)
+    ]
+    d = place(make_pod("p", "2"), snapshot(nodes))
+    assert d.code is Code.UnschedulableAndUnresolvable
+    assert (
+        d.message == "0/5 nodes are available: 2 node(s) had untolerated taint {dedicated: gpu},"
+        " 3 Insufficient cpu."
+    )
+    assert d.reason_counts == {
+        "Insufficient cpu": 3,
+        "node(s) had untolerated taint {dedicated: gpu}": 2,
+    }
+
+
+def test_no_nodes_is_unschedulable() -> None:
+    d = place(make_pod("p"), snapshot([]))
+    assert d.node is None and d.code is Code.Unschedulable
+
+
+def test_pod_that_cannot_be_evaluated_is_skipped() -> None:
+    pod = make_pod("p", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}])
+    d = place(pod, snapshot([make_node("a")]))
+    assert d.code is Code.Skip and d.node is None and "PersistentVolumeClaim" in d.message
+
+
+def test_tie_break_is_deterministic_and_spreads_different_pods() -> None:
+    snap = snapshot([make_node(f"n{i:02d}") for i in range(20)])
+    prof = default_profile()
+    chosen = set()
+    for i in range(40):
+        pod = PodView.from_dict(make_pod(f"p{i}"))
+        a = schedule(pod, snap, prof)
+        b = schedule(pod, snap, prof)
+        assert a.node == b.node
+        chosen.add(a.node)
+    assert len(chosen) > 5
+
+
+def test_seed_changes_the_tie_break() -> None:
+    snap = snapshot([make_node(f"n{i:02d}") for i in range(20)])
+    pod = PodView.from_dict(make_pod("p", uid=""))
+    nodes = {schedule(pod, snap, default_profile(), seed=str(i)).node for i in range(30)}
+    assert len(nodes) > 5
+
+
+def test_only_a_percentage_of_large_clusters_is_evaluated() -> None:
+    snap = snapshot([make_node(f"n{i:04d}") for i in range(1000)])
+    d = place(make_pod("p"), snap)
+    assert d.evaluated_nodes == 420
+    assert len(d.feasible_nodes) == 420
+    assert len(d.scores) == 420
+
+
+def test_all_nodes_are_evaluated_when_the_pod_fits_few() -> None:
+    nodes = [make_node(f"n{i:04d}", cpu="1") for i in range(300)] + [make_node("big", cpu="16")]
+    d = place(make_pod("p", "8"), snapshot(nodes))
+    assert d.node == "big"
+    assert d.evaluated_nodes == 301
+
+
+def test_a_node_is_reported_by_its_first_failing_filter() -> None:
+    node = make_node(
+        "n", cpu="1", unschedulable=True, taints=[{"key": "k", "effect": "NoSchedule"}]
+    )
+    d = place(make_pod("p", "2"), snapshot([node]))
+    assert d.node_reasons["n"] == ("node(s) were unschedulable",)
+    assert d.node_plugins["n"] == "NodeUnschedulable"
+
+
+def test_total_score_is_the_weighted_sum() -> None:
+    prof = only("NodeResourcesFit", scores={"NodeResourcesFit": 3, "TaintToleration": 2})
+    d = place(make_pod("p", "1", "1Gi"), snapshot([make_node("a")]), prof)
+    s = d.scores["a"]
+    assert s["total"] == 3 * s["NodeResourcesFit"] + 2 * s["TaintToleration"]

@@ -1,0 +1,242 @@
+from typing import Any
+
+import pytest
+from policy_builders import make_node, make_pod, snapshot
+
+from webhook.policy.model import ClusterSnapshot, PodView
+
+
+def _pod(spec: dict[str, Any], **meta: Any) -> PodView:
+    return PodView.from_dict({"metadata": {"name": "p", "namespace": "ns", **meta}, "spec": spec})
+
+
+def _c(name: str, cpu: str | None = None, mem: str | None = None, **extra: Any) -> dict[str, Any]:
+    req = {}
+    if cpu:
+        req["cpu"] = cpu
+    if mem:
+        req["memory"] = mem
+    return {"name": name, "image": "x", "resources": {"requests": req}, **extra}
+
+
+@pytest.mark.parametrize(
+    ("spec", "cpu", "memory"),
+    [
+        ({"containers": [_c("a", "100m", "1Gi"), _c("b", "200m", "1Gi")]}, 300, 2 * 1024**3),
+        # an init container larger than the sum wins per resource
+        (
+            {"initContainers": [_c("i", "2", "1Gi")], "containers": [_c("a", "1", "3Gi")]},
+            2000,
+            3 * 1024**3,
+        ),
+        # sidecars (restartPolicy Always) add up with the regular containers
+        (
+            {
+                "initContainers": [_c("s", "500m", "1Gi", restartPolicy="Always")],
+                "containers": [_c("a", "1", "1Gi")],
+            },
+            1500,
+            2 * 1024**3,
+        ),
+        # an init container after a sidecar runs next to the sidecar
+        (
+            {
+                "initContainers": [
+                    _c("s", "500m", "1Gi", restartPolicy="Always"),
+                    _c("i", "2", "1Gi"),
+                ],
+                "containers": [_c("a", "1", "1Gi")],
+            },
+            2500,
+            2 * 1024**3,
+        ),
+        # pod overhead is added
+        (
+            {"containers": [_c("a", "1", "1Gi")], "overhead": {"cpu": "250m", "memory": "120Mi"}},
+            1250,
+            1024**3 + 120 * 1024**2,
+        ),
+        # pod-level requests replace the container sum for cpu/memory
+        (
+            {"containers": [_c("a", "1", "1Gi")], "resources": {"requests": {"cpu": "3"}}},
+            3000,
+            1024**3,
+        ),
+    ],
+)
+def test_effective_requests_follow_kube_scheduler(
+    spec: dict[str, Any], cpu: int, memory: int
+) -> None:
+    pod = _pod(spec)
+    assert pod.requests["cpu"] == cpu
+    assert pod.requests["memory"] == memory
+
+
+def test_limits_default_requests_when_requests_are_missing() -> None:
+    pod = _pod(
+        {
+            "containers": [
+                {"name": "a", "resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}}}
+            ]
+        }
+    )
+    assert pod.requests == {"cpu": 2000, "nvidia.com/gpu": 1}
+
+
+def test_pods_without_requests_get_nonzero_defaults_for_scoring_only() -> None:
+    pod = _pod({"containers": [{"name": "a"}, _c("b", "1", None)]})
+    assert pod.requests == {"cpu": 1000}
+    assert pod.nonzero_cpu == 1100
+    assert pod.nonzero_memory == 2 * 200 * 1024**2
+
+
+def test_explicit_zero_request_is_not_replaced_by_the_default() -> None:
+    pod = _pod({"containers": [_c("a", "0", "0")]})
+    assert pod.nonzero_cpu == 0 and pod.nonzero_memory == 0
+
+
+@pytest.mark.parametrize(
+    ("status", "meta", "terminal"),
+    [
+        ({"phase": "Succeeded"}, {}, True),
+        ({"phase": "Failed"}, {}, True),
+        ({"phase": "Running"}, {"deletionTimestamp": "2024-01-01T00:00:00Z"}, True),
+        ({"phase": "Running"}, {}, False),
+        ({"phase": "Pending"}, {}, False),
+    ],
+)
+def test_terminal_and_terminating_pods_are_marked(
+    status: dict[str, Any], meta: dict[str, Any], terminal: bool
+) -> None:
+    pod = PodView.from_dict(
+        {"metadata": {"name": "p", **meta}, "spec": {"containers": []}, "status": status}
+    )
+    assert pod.is_terminal is terminal
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        (
+            {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]},
+            "PersistentVolumeClaim",
+        ),
+        ({"volumes": [{"name": "d", "ephemeral": {"volumeClaimTemplate": {}}}]}, "ephemeral"),
+        ({"resourceClaims": [{"name": "gpu"}]}, "DRA"),
+        ({"schedulingGates": [{"name": "wait"}]}, "scheduling gates"),
+    ],
+)
+def test_pods_the_policy_cannot_evaluate_carry_a_skip_reason(
+    spec: dict[str, Any], fragment: str
+) -> None:
+    pod = _pod({"containers": [_c("a", "1", "1Gi")], **spec})
+    assert pod.skip_reason is not None and fragment in pod.skip_reason
+
+
+def test_configmap_and_emptydir_volumes_are_evaluated() -> None:
+    pod = _pod(
+        {
+            "containers": [],
+            "volumes": [{"name": "a", "emptyDir": {}}, {"name": "b", "configMap": {"name": "x"}}],
+        }
+    )
+    assert pod.skip_reason is None
+
+
+def _requested(snap: ClusterSnapshot, node: str) -> tuple[int, int, int]:
+    slot = snap.slot_of(node)
+    assert slot is not None
+    return int(snap.requested[slot, 0]), int(snap.requested[slot, 1]), int(snap.requested[slot, 3])
+
+
+def test_snapshot_counts_bound_pods_against_their_node() -> None:
+    snap = snapshot([make_node("a"), make_node("b")], [make_pod("p", "1", "1Gi", node="a")])
+    assert _requested(snap, "a") == (1000, 1024**3, 1)
+    assert _requested(snap, "b") == (0, 0, 0)
+    assert [p.name for p in snap.pods_on("a")] == ["p"]
+
+
+def test_pod_update_moves_accounting_between_nodes_and_is_idempotent() -> None:
+    snap = snapshot([make_node("a"), make_node("b")])
+    snap.upsert_pod(make_pod("p", "1", "1Gi", node="a"))
+    snap.upsert_pod(make_pod("p", "1", "1Gi", node="a"))
+    assert _requested(snap, "a") == (1000, 1024**3, 1)
+    snap.upsert_pod(make_pod("p", "1", "1Gi", node="b"))
+    assert _requested(snap, "a") == (0, 0, 0)
+    assert _requested(snap, "b") == (1000, 1024**3, 1)
+    snap.upsert_pod(make_pod("p", "1", "1Gi", node="b", phase="Succeeded"))
+    assert _requested(snap, "b") == (0, 0, 0)
+    snap.remove_pod("uid-default-p")
+    snap.remove_pod("uid-default-p")
+    assert snap.pods_on("b") == []
+
+
+def test_pods_bound_to_an_unknown_node_count_once_it_appears() -> None:
+    snap = snapshot([], [make_pod("p", "1", "1Gi", node="late")])
+    snap.upsert_node(make_node("late"))
+    assert _requested(snap, "late") == (1000, 1024**3, 1)
+    snap.remove_node("late")
+    snap.upsert_node(make_node("late"))
+    assert _requested(snap, "late") == (1000, 1024**3, 1)
+
+
+def test_reservation_counts_until_forgotten() -> None:
+    snap = snapshot([make_node("a")])
+    pending = PodView.from_dict(make_pod("p", "2", "1Gi", uid=""))
+    snap.assume(pending, "a", "r1")
+    snap.assume(pending, "a", "r1")
+    assert _requested(snap, "a") == (2000, 1024**3, 1)
+    snap.forget("r1")
+    assert _requested(snap, "a") == (0, 0, 0)
+
+
+def test_real_pod_with_reservation_annotation_replaces_the_reservation() -> None:
+    snap = snapshot([make_node("a")])
+    snap.assume(PodView.from_dict(make_pod("p", "2", "1Gi", uid="")), "a", "r1")
+    real = make_pod("p", "2", "1Gi", node="a")
+    real["metadata"]["annotations"] = {"placement-webhook.io/reservation": "r1"}
+    snap.upsert_pod(real)
+    assert _requested(snap, "a") == (2000, 1024**3, 1)
+    snap.forget("r1")
+    assert _requested(snap, "a") == (2000, 1024**3, 1)
+
+
+def test_real_pod_with_the_same_uid_replaces_the_reservation() -> None:
+    snap = snapshot([make_node("a")])
+    snap.assume(PodView.from_dict(make_pod("p", "2", "1Gi", uid="u1")), "a", "r1")
+    snap.upsert_pod(make_pod("p", "2", "1Gi", node="a", uid="u1"))
+    assert _requested(snap, "a") == (2000, 1024**3, 1)
+
+
+def test_node_update_changes_labels_and_allocatable_in_place() -> None:
+    snap = snapshot([make_node("a", cpu="2", labels={"zone": "z1"})])
+    snap.upsert_node(make_node("a", cpu="8", labels={"zone": "z2"}))
+    slot = snap.slot_of("a")
+    assert slot is not None
+    assert int(snap.allocatable[slot, 0]) == 8000
+    col = snap.label_columns["zone"]
+    assert col.values[col.codes[slot]] == "z2"
+    assert len(snap) == 1 and snap.node_names() == ["a"]
+
+
+def test_node_without_allocatable_uses_capacity() -> None:
+    node = make_node("a")
+    del node["status"]["allocatable"]
+    snap = snapshot([node])
+    slot = snap.slot_of("a")
+    assert slot is not None and int(snap.allocatable[slot, 0]) == 4000
+
+
+def test_snapshot_from_a_kubectl_list() -> None:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            make_node("a"),
+            make_pod("p", "1", node="a"),
+            {"kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "x"}}},
+        ],
+    }
+    snap = ClusterSnapshot.from_list(doc)
+    assert len(snap) == 1 and len(snap.pods_on("a")) == 1
+    assert snap.namespace_labels("default")["team"] == "x"

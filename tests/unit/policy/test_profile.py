@@ -1,0 +1,171 @@
+import pytest
+
+from webhook.policy.profile import PolicyError, default_policy, load_policy
+
+HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+
+
+def test_default_profile_has_kube_scheduler_v1_plugins_and_weights() -> None:
+    prof = default_policy().default_profile
+    assert prof.name == "default-scheduler"
+    assert prof.filter_names[:4] == (
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+    )
+    weights = prof.score_weights
+    assert weights["TaintToleration"] == 3
+    assert weights["NodeAffinity"] == 2
+    assert weights["NodeResourcesFit"] == 1
+
+
+@pytest.mark.parametrize("name", ["", "default-scheduler", "placement-webhook"])
+def test_default_profile_serves_the_default_scheduler_names(name: str) -> None:
+    policy = default_policy()
+    assert policy.profile_for(name) is policy.default_profile
+
+
+def test_unknown_scheduler_name_has_no_profile() -> None:
+    assert default_policy().profile_for("other") is None
+
+
+def test_disabling_a_default_plugin_removes_it_everywhere() -> None:
+    policy = load_policy(
+        HEADER
+        + "profiles:\n  - plugins:\n      multiPoint:\n"
+        + "        disabled: [{name: TaintToleration}]\n"
+    )
+    prof = policy.default_profile
+    assert "TaintToleration" not in prof.filter_names
+    assert "TaintToleration" not in prof.score_weights
+
+
+def test_disabling_a_plugin_for_score_keeps_its_filter() -> None:
+    prof = load_policy(
+        HEADER
+        + "profiles:\n  - plugins:\n      score:\n        disabled: [{name: TaintToleration}]\n"
+    ).default_profile
+    assert "TaintToleration" in prof.filter_names
+    assert "TaintToleration" not in prof.score_weights
+
+
+def test_score_weight_overrides_the_multipoint_weight() -> None:
+    prof = load_policy(
+        HEADER
+        + "profiles:\n  - plugins:\n      score:\n"
+        + "        enabled: [{name: NodeResourcesFit, weight: 7}]\n"
+    ).default_profile
+    assert prof.score_weights["NodeResourcesFit"] == 7
+
+
+def test_star_disables_every_default_filter() -> None:
+    prof = load_policy(
+        HEADER
+        + "profiles:\n  - plugins:\n      filter:\n        disabled: [{name: '*'}]\n"
+        + "        enabled: [{name: NodeResourcesFit}]\n"
+    ).default_profile
+    assert prof.filter_names == ("NodeResourcesFit",)
+
+
+def test_weight_zero_means_one() -> None:
+    prof = load_policy(
+        HEADER
+        + "profiles:\n  - plugins:\n      multiPoint:\n"
+        + "        enabled: [{name: NodeAffinity, weight: 0}]\n"
+    ).default_profile
+    assert prof.score_weights["NodeAffinity"] == 1
+
+
+def test_several_profiles_are_keyed_by_scheduler_name() -> None:
+    policy = load_policy(
+        HEADER
+        + "profiles:\n  - schedulerName: default-scheduler\n  - schedulerName: bin-packing\n"
+        + "    percentageOfNodesToScore: 100\n"
+    )
+    assert set(policy.profiles) == {"default-scheduler", "bin-packing"}
+    prof = policy.profile_for("bin-packing")
+    assert prof is not None and prof.percentage_of_nodes_to_score == 100
+
+
+def test_placement_policy_document_sets_mode_and_profile() -> None:
+    policy = load_policy(
+        HEADER
+        + "profiles:\n  - schedulerName: tight\n---\n"
+        + "apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\nmode: nodeAffinity\n"
+        + "schedulerName: tight\nreservationTTLSeconds: 12.5\nconflictPolicy: evict\n"
+    )
+    assert policy.placement.mode == "nodeAffinity"
+    assert policy.placement.reservation_ttl_seconds == 12.5
+    assert policy.placement.conflict_policy == "evict"
+    assert policy.profile_for("placement-webhook") is policy.profiles["tight"]
+
+
+def test_placement_policy_alone_uses_the_default_profile() -> None:
+    policy = load_policy("apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\n")
+    assert policy.placement.mode == "nodeName"
+    assert policy.placement.reservation_ttl_seconds == 30.0
+    assert policy.profile_for("") is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        (
+            HEADER
+            + "profiles:\n  - plugins:\n      score:\n        enabled:\n          - name: Bogus\n",
+            7,
+            "profiles[0].plugins.score.enabled[0].name: unknown plugin 'Bogus'",
+        ),
+        (
+            HEADER
+            + "profiles:\n  - pluginConfig:\n      - name: NodeResourcesFit\n        args:\n"
+            + "          scoringStrategy:\n            type: Wrong\n",
+            8,
+            "profiles[0].pluginConfig[0].args.scoringStrategy.type",
+        ),
+        (
+            HEADER
+            + "profiles:\n  - pluginConfig:\n      - name: NodeResourcesFit\n"
+            + "        args:\n          notAField: 1\n",
+            7,
+            "profiles[0].pluginConfig[0].args.notAField: unknown field",
+        ),
+        (
+            HEADER + "percentageOfNodesToScore: 120\n",
+            3,
+            "percentageOfNodesToScore: 120 not in valid range",
+        ),
+        (HEADER + "bogus: 1\n", 3, "bogus: unknown field"),
+        (
+            HEADER + "profiles:\n  - schedulerName: a\n  - schedulerName: a\n",
+            5,
+            "profiles[1].schedulerName: duplicate profile",
+        ),
+        (
+            "apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\nmode: sideways\n",
+            3,
+            "mode: must be nodeName or nodeAffinity",
+        ),
+        (
+            "apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\n"
+            "schedulerName: nope\n",
+            3,
+            "no profile named 'nope'",
+        ),
+        ("apiVersion: v1\nkind: ConfigMap\n", 2, "unknown kind"),
+        (
+            HEADER
+            + "profiles:\n  - plugins:\n      filter:\n        enabled: [{name: DefaultBinder}]\n",
+            6,
+            "does not extend filter",
+        ),
+        ("a: [1, 2\n", 2, "invalid YAML"),
+    ],
+)
+def test_invalid_policy_names_the_field_and_the_line(text: str, line: int, fragment: str) -> None:
+    with pytest.raises(PolicyError) as err:
+        load_policy(text, source="policy.yaml")
+    assert err.value.line == line, str(err.value)
+    assert str(err.value).startswith(f"policy.yaml:{line}: ")
+    assert fragment in str(err.value)

@@ -1,0 +1,364 @@
+"""schedule(): one kube-scheduler scheduling cycle, vectorised over nodes.
+
+Steps, as in kube-scheduler's schedulePod / findNodesThatFitPod:
+
+1. Pods the policy cannot evaluate (see PodView.skip_reason) get Code.Skip.
+2. Pre-filters may restrict the nodes (NodeAffinity on metadata.name) or
+   reject the pod outright.
+3. Every filter runs over all candidate nodes at once (numpy); a node's
+   verdict comes from the *first* failing filter in profile order, as
+   kube-scheduler stops at the first failing plugin.
+4. percentageOfNodesToScore: the scan visits nodes in node-name order
+   starting at a deterministic offset (hash of the pod) and stops once it has
+   found numFeasibleNodesToFind feasible nodes (adaptive default: 50% minus
+   1% per 125 nodes, at least 5%, at least 100 nodes). Nodes after the stop
+   are not evaluated, exactly like kube-scheduler.
+5. Scores: each score plugin scores the feasible nodes, normalises to
+   0..100; total = sum(weight * normalised score).
+6. Tie-break (deterministic, no randomness; kube-scheduler picks uniformly at
+   random): among the nodes with the highest total, the node whose
+   splitmix64(blake2b64(node name) XOR blake2b64(pod key)) is smallest, where
+   the pod key is `seed` if given, else the pod uid, else namespace/name.
+   Different pods therefore spread over tied nodes, and the same pod always
+   lands on the same node for the same snapshot.
+
+The unschedulable message is kube-scheduler's FitError.Error():
+"0/N nodes are available: <count> <reason>, ...." with the histogram lines
+sorted as strings.
+
+Deliberate differences from kube-scheduler (see also the plugin modules):
+terminating pods do not count against nodes; no nominated pods or
+preemption; when only one node is feasible its scores are still computed
+(kube-scheduler skips scoring) so that `explain` can show them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from webhook.policy.interface import CycleState, FilterResult, IntArray, SlotArray
+from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.profile import Profile
+from webhook.policy.status import Code, Status
+
+__all__ = ["Decision", "num_feasible_nodes_to_find", "schedule"]
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+BASE_PERCENTAGE_OF_NODES_TO_SCORE = 50
+NO_NODES_MESSAGE = "no nodes available to schedule pods"
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class LazyMapping(Mapping[K, V], Generic[K, V]):
+    """A read-only mapping built on first access (keeps the hot path cheap)."""
+
+    __slots__ = ("_build", "_data")
+
+    def __init__(self, build: Callable[[], dict[K, V]]) -> None:
+        self._build: Callable[[], dict[K, V]] | None = build
+        self._data: dict[K, V] | None = None
+
+    def _get(self) -> dict[K, V]:
+        if self._data is None:
+            assert self._build is not None
+            self._data = self._build()
+            self._build = None
+        return self._data
+
+    def __getitem__(self, key: K) -> V:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __repr__(self) -> str:
+        return f"LazyMapping({self._get()!r})"
+
+
+def _empty() -> Mapping[Any, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Decision:
+    node: str | None
+    code: Code
+    message: str = ""
+    reason_counts: Mapping[str, int] = field(default_factory=_empty)
+    """Histogram of rejection reasons over evaluated nodes (FitError's)."""
+    feasible_nodes: tuple[str, ...] = ()
+    """Feasible nodes found by the scan (the ones scored), in scan order."""
+    node_reasons: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
+    """Rejected node -> reasons from the first failing filter."""
+    scores: Mapping[str, Mapping[str, int]] = field(default_factory=_empty)
+    """Scored node -> {plugin: normalised score 0..100 (unweighted), "total": weighted sum}."""
+    evaluated_nodes: int = 0
+    total_nodes: int = 0
+    node_plugins: Mapping[str, str] = field(default_factory=_empty)
+    """Rejected node -> name of the filter plugin that rejected it."""
+    weights: Mapping[str, int] = field(default_factory=_empty)
+    """Score plugin -> weight used for "total"."""
+
+    @property
+    def placed(self) -> bool:
+        return self.code is Code.Success and self.node is not None
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """kube-scheduler's numFeasibleNodesToFind."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    pct = percentage or 0
+    if pct >= 100:
+        return num_all_nodes
+    if pct <= 0:
+        pct = BASE_PERCENTAGE_OF_NODES_TO_SCORE - num_all_nodes // 125
+        if pct < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
+            pct = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
+    n = num_all_nodes * pct // 100
+    return max(n, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def fit_error_message(
+    num_all_nodes: int, counts: Mapping[str, int], prefilter_msg: str = ""
+) -> str:
+    msg = f"0/{num_all_nodes} nodes are available:"
+    if prefilter_msg:
+        return f"{msg} {prefilter_msg}."
+    lines = sorted(f"{v} {k}" for k, v in counts.items())
+    if lines:
+        msg += f" {', '.join(lines)}."
+    return msg
+
+
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _splitmix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint64(30))
+        x = x * _MIX1
+        x = x ^ (x >> np.uint64(27))
+        x = x * _MIX2
+        return x ^ (x >> np.uint64(31))
+
+
+def schedule(
+    pod: PodView, snapshot: ClusterSnapshot, profile: Profile, *, seed: str | None = None
+) -> Decision:
+    """Pick a node for `pod`. Never raises: internal failures give Code.Error."""
+    if pod.skip_reason is not None:
+        return Decision(
+            node=None, code=Code.Skip, message=pod.skip_reason, total_nodes=len(snapshot)
+        )
+    try:
+        return _schedule(pod, snapshot, profile, seed)
+    except Exception as exc:  # pragma: no cover - defensive: a bug must not block admission
+        return Decision(
+            node=None,
+            code=Code.Error,
+            message=f"internal error in placement policy: {type(exc).__name__}: {exc}",
+            total_nodes=len(snapshot),
+        )
+
+
+def _schedule(
+    pod: PodView, snapshot: ClusterSnapshot, profile: Profile, seed: str | None
+) -> Decision:
+    all_slots = snapshot.sorted_slots()
+    n_all = len(all_slots)
+    if n_all == 0:
+        return Decision(node=None, code=Code.Unschedulable, message=NO_NODES_MESSAGE)
+
+    state = CycleState(pod=pod, snapshot=snapshot, slots=all_slots)
+    if seed is not None:
+        state.memo["seed"] = seed
+
+    # ---- pre-filter: may narrow the node set or reject the pod
+    absent_status: Status | None = None
+    narrowed = False
+    for plugin in profile.filters:
+        pre = getattr(plugin, "pre_filter", None)
+        if pre is None:
+            continue
+        res = pre(state)
+        if res is None:
+            continue
+        if res.status is not None:
+            msg = res.status.message
+            return Decision(
+                node=None,
+                code=res.status.code,
+                message=fit_error_message(n_all, {}, msg),
+                reason_counts={msg: n_all},
+                evaluated_nodes=0,
+                total_nodes=n_all,
+            )
+        if res.node_names is not None:
+            keep = np.isin(
+                all_slots, [s for nm in res.node_names if (s := snapshot.slot_of(nm)) is not None]
+            )
+            all_slots = all_slots[keep]
+            narrowed = True
+            absent_status = Status(
+                Code.UnschedulableAndUnresolvable,
+                (f"node(s) didn't satisfy plugin(s) [{plugin.name}]",),
+                plugin.name,
+            )
+    if narrowed:
+        state = CycleState(pod=pod, snapshot=snapshot, slots=all_slots, memo=state.memo)
+        state.memo.pop("required_node_affinity", None)
+    slots = state.slots
+    n = len(slots)
+
+    # ---- filters: first failing plugin decides the node's status
+    first = np.full(n, -1, dtype=np.int32)
+    statuses: list[Status] = []
+    for plugin in profile.filters:
+        fres: FilterResult | None = plugin.filter(state)
+        if fres is None:
+            continue
+        new = (first < 0) & (fres.status_index >= 0)
+        if new.any():
+            first[new] = fres.status_index[new] + len(statuses)
+        statuses.extend(fres.statuses)
+    feasible = first < 0
+
+    # ---- scan order and percentageOfNodesToScore
+    to_find = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, n)
+    start = state.pod_hash() % n if n else 0
+    order = np.roll(np.arange(n, dtype=np.int64), -start)
+    feas_in_order = feasible[order]
+    cum = np.cumsum(feas_in_order)
+    total_feasible = int(cum[-1]) if n else 0
+    if total_feasible >= to_find and to_find > 0:
+        evaluated = int(np.searchsorted(cum, to_find)) + 1
+    else:
+        evaluated = n
+    scanned = order[:evaluated]
+    chosen_pos = scanned[feas_in_order[:evaluated]]
+    rejected_pos = scanned[~feas_in_order[:evaluated]]
+
+    # reasons histogram over evaluated, rejected nodes (+ absent nodes)
+    status_of_rejected = first[rejected_pos]
+    counts: dict[str, int] = {}
+    if len(status_of_rejected):
+        per_status = np.bincount(status_of_rejected, minlength=len(statuses))
+        for si, c in enumerate(per_status.tolist()):
+            if c:
+                for r in statuses[si].reasons:
+                    counts[r] = counts.get(r, 0) + c
+    n_absent = n_all - n if absent_status is not None else 0
+    if absent_status is not None and n_absent:
+        for r in absent_status.reasons:
+            counts[r] = counts.get(r, 0) + n_absent
+
+    def node_reasons() -> dict[str, tuple[str, ...]]:
+        out = {
+            snapshot.name_at(int(slots[p])): statuses[int(first[p])].reasons
+            for p in rejected_pos.tolist()
+        }
+        if absent_status is not None:
+            present = set(slots.tolist())
+            for s in snapshot.sorted_slots().tolist():
+                if s not in present:
+                    out[snapshot.name_at(s)] = absent_status.reasons
+        return out
+
+    def node_plugins() -> dict[str, str]:
+        out = {
+            snapshot.name_at(int(slots[p])): statuses[int(first[p])].plugin
+            for p in rejected_pos.tolist()
+        }
+        if absent_status is not None:
+            present = set(slots.tolist())
+            for s in snapshot.sorted_slots().tolist():
+                if s not in present:
+                    out[snapshot.name_at(s)] = absent_status.plugin
+        return out
+
+    weights = {p.name: w for p, w in profile.scorers}
+    evaluated_total = evaluated + n_absent
+    if len(chosen_pos) == 0:
+        codes = {statuses[int(i)].code for i in np.unique(status_of_rejected).tolist()}
+        if absent_status is not None and n_absent:
+            codes.add(absent_status.code)
+        code = (
+            Code.Unschedulable if Code.Unschedulable in codes else Code.UnschedulableAndUnresolvable
+        )
+        return Decision(
+            node=None,
+            code=code,
+            message=fit_error_message(n_all, counts),
+            reason_counts=counts,
+            feasible_nodes=(),
+            node_reasons=LazyMapping(node_reasons),
+            evaluated_nodes=evaluated_total,
+            total_nodes=n_all,
+            node_plugins=LazyMapping(node_plugins),
+            weights=weights,
+        )
+
+    # ---- scores over the feasible nodes found
+    fslots: SlotArray = slots[chosen_pos]
+    total = np.zeros(len(fslots), dtype=np.int64)
+    per_plugin: list[tuple[str, IntArray]] = []
+    for scorer, weight in profile.scorers:
+        raw = scorer.score(state, fslots)
+        if raw is None:
+            continue
+        norm = scorer.normalize(state, raw)
+        if len(norm) and (int(norm.min()) < 0 or int(norm.max()) > 100):
+            raise ValueError(f"plugin {scorer.name} returned a score outside 0..100")
+        per_plugin.append((scorer.name, norm))
+        total += weight * norm
+
+    best = int(total.max())
+    ties = np.flatnonzero(total == best)
+    if len(ties) == 1:
+        pick = int(ties[0])
+    else:
+        h = _splitmix(snapshot.name_hash[fslots[ties]] ^ np.uint64(state.pod_hash()))
+        pick = int(ties[int(np.argmin(h))])
+    node = snapshot.name_at(int(fslots[pick]))
+
+    names_cache: list[str] = [snapshot.name_at(s) for s in fslots.tolist()]
+
+    def scores() -> dict[str, Mapping[str, int]]:
+        out: dict[str, Mapping[str, int]] = {}
+        cols = [(name, arr.tolist()) for name, arr in per_plugin]
+        tot = total.tolist()
+        for i, nm in enumerate(names_cache):
+            row = {name: vals[i] for name, vals in cols}
+            row["total"] = tot[i]
+            out[nm] = row
+        return out
+
+    return Decision(
+        node=node,
+        code=Code.Success,
+        message=(
+            f"placed on {node}: {len(fslots)} feasible of {evaluated_total} evaluated nodes "
+            f"({n_all} in cluster), score {best}"
+        ),
+        reason_counts=counts,
+        feasible_nodes=tuple(names_cache),
+        node_reasons=LazyMapping(node_reasons),
+        scores=LazyMapping(scores),
+        evaluated_nodes=evaluated_total,
+        total_nodes=n_all,
+        node_plugins=LazyMapping(node_plugins),
+        weights=weights,
+    )

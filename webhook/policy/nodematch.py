@@ -1,0 +1,151 @@
+"""Vectorised node matching: node selectors, node affinity and taints over slots.
+
+Every function returns one boolean per entry of `slots`, computed from the
+snapshot's per-label-key value codes, so the cost is a few numpy operations
+per requirement, independent of the number of labels a node carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from webhook.policy.interface import BoolArray, CycleState, SlotArray
+from webhook.policy.model import ClusterSnapshot, Taint, Toleration, tolerates
+from webhook.policy.selectors import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+
+__all__ = [
+    "first_untolerated_taint",
+    "match_label_selector_map",
+    "match_node_selector",
+    "match_requirement",
+    "match_term",
+    "pod_required_affinity_mask",
+    "untolerated_mask",
+]
+
+DO_NOT_SCHEDULE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def _codes(snap: ClusterSnapshot, key: str, slots: SlotArray) -> np.ndarray:
+    codes = snap.label_codes(key)
+    if codes is None:
+        return np.full(len(slots), -1, dtype=np.int32)
+    return codes[slots]
+
+
+def match_requirement(
+    snap: ClusterSnapshot, req: NodeSelectorRequirement, slots: SlotArray
+) -> BoolArray:
+    if not req.valid:
+        return np.zeros(len(slots), dtype=np.bool_)
+    col = snap.label_columns.get(req.key)
+    if col is None:
+        present = np.zeros(len(slots), dtype=np.bool_)
+        if req.op in ("NotIn", "DoesNotExist"):
+            return ~present
+        return present
+    codes = col.codes[slots]
+    op = req.op
+    if op in ("In", "NotIn"):
+        wanted = [col.index[v] for v in req.values if v in col.index]
+        hit = np.isin(codes, wanted) if wanted else np.zeros(len(slots), dtype=np.bool_)
+        return hit if op == "In" else ~hit
+    if op == "Exists":
+        return codes >= 0
+    if op == "DoesNotExist":
+        return codes < 0
+    assert req.number is not None
+    nums, ok = col.numbers()
+    present = codes >= 0
+    safe = np.where(present, codes, 0)
+    valid = present & ok[safe] if len(nums) else np.zeros(len(slots), dtype=np.bool_)
+    vals = nums[safe] if len(nums) else np.zeros(len(slots), dtype=np.int64)
+    cmp = vals > req.number if op == "Gt" else vals < req.number
+    return valid & cmp
+
+
+def match_term(snap: ClusterSnapshot, term: NodeSelectorTerm, slots: SlotArray) -> BoolArray:
+    if not term.valid or term.empty:
+        return np.zeros(len(slots), dtype=np.bool_)
+    mask = np.ones(len(slots), dtype=np.bool_)
+    for r in term.expressions:
+        mask &= match_requirement(snap, r, slots)
+    for r in term.fields:
+        names = [snap.slot_of(v) for v in r.values]
+        targets = [s for s in names if s is not None]
+        hit = np.isin(slots, targets) if targets else np.zeros(len(slots), dtype=np.bool_)
+        mask &= hit if r.op == "In" else ~hit
+    return mask
+
+
+def match_node_selector(snap: ClusterSnapshot, sel: NodeSelector, slots: SlotArray) -> BoolArray:
+    mask = np.zeros(len(slots), dtype=np.bool_)
+    for t in sel.terms:
+        mask |= match_term(snap, t, slots)
+    return mask
+
+
+def match_label_selector_map(
+    snap: ClusterSnapshot, selector: Mapping[str, str], slots: SlotArray
+) -> BoolArray:
+    """pod.spec.nodeSelector: every key=value must be present."""
+    mask = np.ones(len(slots), dtype=np.bool_)
+    for k, v in selector.items():
+        col = snap.label_columns.get(k)
+        if col is None or v not in col.index:
+            return np.zeros(len(slots), dtype=np.bool_)
+        mask &= col.codes[slots] == col.index[v]
+    return mask
+
+
+def pod_required_affinity_mask(state: CycleState, slots: SlotArray | None = None) -> BoolArray:
+    """nodeaffinity.GetRequiredNodeAffinity(pod).Match: nodeSelector AND required affinity.
+
+    Cached per cycle for `state.slots`.
+    """
+
+    def compute(s: SlotArray) -> BoolArray:
+        pod = state.pod
+        mask = np.ones(len(s), dtype=np.bool_)
+        if pod.node_selector:
+            mask &= match_label_selector_map(state.snapshot, pod.node_selector, s)
+        if pod.required_node_affinity is not None:
+            mask &= match_node_selector(state.snapshot, pod.required_node_affinity, s)
+        return mask
+
+    if slots is None:
+        return state.cached("required_node_affinity", lambda: compute(state.slots))
+    return compute(slots)
+
+
+def first_untolerated_taint(
+    taints: Iterable[Taint], tolerations: Iterable[Toleration], effects: frozenset[str]
+) -> Taint | None:
+    """v1helper.FindMatchingUntoleratedTaint with an effect filter."""
+    tols = tuple(tolerations)
+    for t in taints:
+        if t.effect in effects and not tolerates(tols, t):
+            return t
+    return None
+
+
+def untolerated_per_taint_set(state: CycleState, effects: frozenset[str]) -> list[Taint | None]:
+    """For each distinct taint set in the snapshot: the first untolerated taint or None."""
+
+    def compute() -> list[Taint | None]:
+        return [
+            first_untolerated_taint(ts, state.pod.tolerations, effects)
+            for ts in state.snapshot.taint_sets
+        ]
+
+    return state.cached(f"untolerated:{','.join(sorted(effects))}", compute)
+
+
+def untolerated_mask(state: CycleState, slots: SlotArray | None = None) -> BoolArray:
+    """Nodes with a NoSchedule/NoExecute taint the pod does not tolerate."""
+    per_set = untolerated_per_taint_set(state, DO_NOT_SCHEDULE_EFFECTS)
+    bad = np.array([t is not None for t in per_set], dtype=np.bool_)
+    s = state.slots if slots is None else slots
+    return bad[state.snapshot.taint_set[s]]
