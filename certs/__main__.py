@@ -45,7 +45,9 @@ def _ca_bundle(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     dns, ips = _names(args)
-    reason = needs_rotation((Path(args.dir) / TLS_CERT).read_bytes(), dns_names=dns, ip_addresses=ips)
+    reason = needs_rotation(
+        (Path(args.dir) / TLS_CERT).read_bytes(), dns_names=dns, ip_addresses=ips
+    )
     print(f"{args.dir}: {reason or 'valid'}")
     return 1 if reason else 0
 

@@ -54,13 +54,13 @@ class Kube:
     def __init__(self, kubeconfig: str | os.PathLike[str] | None = None, *, pool_size: int = 8):
         configuration = k8s_client.Configuration()
         if kubeconfig:
-            k8s_config.load_kube_config(
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=str(kubeconfig), client_configuration=configuration
             )
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            k8s_config.load_incluster_config(client_configuration=configuration)
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
-            k8s_config.load_kube_config(client_configuration=configuration)
+            k8s_config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         configuration.connection_pool_maxsize = pool_size
         self.configuration = configuration
         self.api = k8s_client.ApiClient(configuration)
@@ -70,7 +70,7 @@ class Kube:
         return str(self.configuration.host)
 
     def close(self) -> None:
-        self.api.close()
+        self.api.close()  # type: ignore[no-untyped-call]
 
     def _send(
         self,
@@ -117,7 +117,7 @@ class Kube:
             data = {"message": raw[:500].decode(errors="replace")}
         if not 200 <= response.status < 300:
             raise ApiError(response.status, data, method, path)
-        return data  # type: ignore[no-any-return]
+        return data if isinstance(data, dict) else {"items": data}
 
     def get(self, path: str, **params: Any) -> JSON:
         return self.request("GET", path, params=params)
@@ -127,7 +127,11 @@ class Kube:
 
     def patch_merge(self, path: str, patch: Mapping[str, Any], **params: Any) -> JSON:
         return self.request(
-            "PATCH", path, params=params, body=dict(patch), content_type="application/merge-patch+json"
+            "PATCH",
+            path,
+            params=params,
+            body=dict(patch),
+            content_type="application/merge-patch+json",
         )
 
     def delete(self, path: str, **params: Any) -> JSON:

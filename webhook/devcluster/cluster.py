@@ -468,7 +468,10 @@ def write_kubeconfig(
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
-            {"name": "dev", "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}
+            {
+                "name": "dev",
+                "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)},
+            }
         ],
         "users": [
             {

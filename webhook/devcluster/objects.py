@@ -59,13 +59,18 @@ def create_node(kube: Kube, manifest: Mapping[str, Any]) -> dict[str, Any]:
     """Create the node, then write its status (create drops a client-set status)."""
     created = kube.create("/api/v1/nodes", {**manifest, "status": {}})
     name = manifest["metadata"]["name"]
-    return kube.patch_merge(
-        f"/api/v1/nodes/{name}/status", {"status": manifest.get("status", {})}
-    ) or created
+    return (
+        kube.patch_merge(f"/api/v1/nodes/{name}/status", {"status": manifest.get("status", {})})
+        or created
+    )
 
 
 def ensure_namespace(kube: Kube, name: str, labels: Mapping[str, str] | None = None) -> None:
-    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+    }
     try:
         kube.create("/api/v1/namespaces", body)
     except ApiError as err:

@@ -24,7 +24,12 @@ def test_serving_certificate_has_the_names_and_server_auth() -> None:
         ca, certs.service_dns_names("pw", "ns"), ["127.0.0.1"], now=NOW
     ).certificate
     san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert set(san.get_values_for_type(x509.DNSName)) == {"pw", "pw.ns", "pw.ns.svc", "pw.ns.svc.cluster.local"}
+    assert set(san.get_values_for_type(x509.DNSName)) == {
+        "pw",
+        "pw.ns",
+        "pw.ns.svc",
+        "pw.ns.svc.cluster.local",
+    }
     assert [str(i) for i in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     usage = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(usage) == [ExtendedKeyUsageOID.SERVER_AUTH]
@@ -55,7 +60,10 @@ def test_a_certificate_with_a_third_of_its_life_left_needs_rotation() -> None:
 def test_a_certificate_missing_a_requested_name_needs_rotation() -> None:
     ca = certs.new_authority(now=NOW)
     pem = certs.issue_serving_certificate(ca, ["a"], [], now=NOW).cert_pem
-    assert certs.needs_rotation(pem, dns_names=["a", "b"], now=NOW) == "missing subject alternative names: b"
+    assert (
+        certs.needs_rotation(pem, dns_names=["a", "b"], now=NOW)
+        == "missing subject alternative names: b"
+    )
 
 
 def test_ensure_serving_pair_keeps_the_ca_and_reissues_only_when_due(tmp_path: Path) -> None:

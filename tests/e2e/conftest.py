@@ -1,0 +1,126 @@
+"""E2e fixtures: one real control plane for the whole run, one webhook per need.
+
+The control plane (etcd + kube-apiserver, upstream binaries built by hack/) is
+started once per session; tests isolate themselves by namespace and by node
+names. Component logs are printed when a test fails, so a CI failure can be
+read without the machine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from webhook.admission.rules import ENABLED_LABEL
+from webhook.devcluster import DevCluster
+from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest
+from webhook.devcluster.webhook import (
+    WebhookProcess,
+    register_webhook,
+    start_webhook,
+    unregister_webhook,
+    wait_until_effective,
+)
+from webhook.kube import Kube
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    workdir = tmp_path_factory.mktemp("devcluster")
+    with DevCluster.start(workdir, scheduler=False) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def kube(cluster: DevCluster) -> Iterator[Kube]:
+    client = Kube(cluster.kubeconfig)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def webhook(cluster: DevCluster, kube: Kube) -> Iterator[WebhookProcess]:
+    """The webhook in nodeName mode with the default policy, registered for the run."""
+    hook = start_webhook(cluster)
+    register_webhook(kube, hook)
+    ensure_namespace(kube, "probe", {ENABLED_LABEL: "true"})
+    wait_until_effective(kube, "probe")
+    yield hook
+    unregister_webhook(kube)
+    hook.stop()
+
+
+@pytest.fixture
+def namespace(kube: Kube, request: pytest.FixtureRequest) -> str:
+    """A fresh opted-in namespace per test."""
+    name = f"t{next(_counter)}-{request.node.name.replace('_', '-')[:40].strip('-').lower()}"
+    ensure_namespace(kube, name, {ENABLED_LABEL: "true"})
+    return name
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{next(_counter)}"
+
+
+def wait_for(predicate, timeout: float = 10.0, message: str = "condition"):  # type: ignore[no-untyped-def]
+    """Poll until `predicate()` is truthy; return its value or fail the test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {message}")
+        time.sleep(0.05)
+
+
+class Nodes:
+    """Creates a test's nodes and removes them afterwards, keeping the webhook's view in step.
+
+    Nodes are cluster-wide, so each test starts with none: whatever it creates
+    is the whole cluster the webhook decides against.
+    """
+
+    def __init__(self, kube: Kube, hook: WebhookProcess | None):
+        self.kube, self.hook, self.names = kube, hook, []  # type: list[str]
+
+    def _view_count(self) -> int:
+        return int(self.hook.get("/readyz")[1]["nodes"]) if self.hook else 0
+
+    def add(self, **spec: object) -> str:
+        name = str(spec.pop("name", None) or unique("node"))
+        before = self._view_count()
+        create_node(self.kube, node_manifest(name, **spec))  # type: ignore[arg-type]
+        self.names.append(name)
+        if self.hook is not None:
+            wait_for(lambda: self._view_count() > before, message=f"webhook to see node {name}")
+        return name
+
+    def remove_all(self) -> None:
+        for name in self.names:
+            self.kube.delete(f"/api/v1/nodes/{name}")
+        if self.hook is not None:
+            wait_for(lambda: self._view_count() == 0, message="webhook view to drop test nodes")
+
+
+@pytest.fixture
+def nodes(kube: Kube, webhook: WebhookProcess) -> Iterator[Nodes]:
+    factory = Nodes(kube, webhook)
+    yield factory
+    factory.remove_all()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed and "cluster" in getattr(item, "funcargs", {}):
+        running: DevCluster = item.funcargs["cluster"]  # type: ignore[attr-defined]
+        for log in sorted(Path(running.workdir / "logs").glob("*.log")):
+            report.sections.append((f"log tail: {log.name}", running.tail_log(log.stem, 40)))

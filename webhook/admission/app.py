@@ -1,0 +1,119 @@
+"""The Flask app: /mutate, /healthz, /readyz, /metrics.
+
+The app never fails closed on a pod: every well-formed review gets an allowing
+answer (with or without a patch); only a request that is not a well-formed
+AdmissionReview gets a 4xx, always as JSON and with the uid when readable.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import orjson
+from flask import Flask, Response, request
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from werkzeug.exceptions import HTTPException
+
+from webhook.admission.metrics import AdmissionMetrics
+from webhook.admission.placement import Outcome, Placer
+from webhook.admission.review import MAX_BODY_BYTES, ReviewError, build_response, parse_review
+
+log = logging.getLogger("webhook.admission")
+
+
+def _json(data: object, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status=status, mimetype="application/json")
+
+
+def _error(message: str, status: int, uid: str | None = None) -> Response:
+    body: dict[str, object] = {"error": message, "status": status}
+    if uid:
+        body["uid"] = uid
+    return _json(body, status)
+
+
+def create_app(placer: Placer, metrics: AdmissionMetrics | None = None) -> Flask:
+    """Build the app around a placer (which owns the policy and the cluster view)."""
+    app = Flask("placement-webhook")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    stats = metrics or AdmissionMetrics.create()
+    app.extensions["placement-webhook.metrics"] = stats
+
+    @app.errorhandler(HTTPException)
+    def http_error(err: HTTPException) -> Response:
+        status = err.code or 500
+        if 400 <= status < 500:
+            stats.bad_requests.labels(str(status)).inc()
+        return _error(err.description or err.name, status)
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        started = time.perf_counter()
+        try:
+            review = parse_review(request.get_data(cache=False), request.content_type)
+        except ReviewError as err:
+            stats.bad_requests.labels(str(err.status)).inc()
+            log.warning("bad admission request: %s", err.message)
+            return _error(err.message, err.status, err.uid)
+        outcome = placer.review(review)
+        answer = build_response(
+            review.uid, patch=outcome.patch, warnings=outcome.warnings, audit=outcome.audit
+        )
+        elapsed = time.perf_counter() - started
+        _record(stats, outcome, elapsed)
+        _log_decision(review.namespace, review.obj, review.dry_run, outcome, elapsed)
+        return _json(answer)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        state = placer.view.sync_state()
+        ready = placer.ready()
+        body = {
+            "ready": ready,
+            "synced": state.synced,
+            "cacheAgeSeconds": round(state.age_seconds, 3),
+            "nodes": placer.view.node_count(),
+        }
+        return _json(body, 200 if ready else 503)
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        state = placer.view.sync_state()
+        stats.cache_synced.set(1 if state.synced else 0)
+        stats.cache_age.set(state.age_seconds)
+        stats.reservations.set(len(placer.view.reservations()))
+        stats.nodes.set(placer.view.node_count())
+        return Response(generate_latest(stats.registry), mimetype=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+def _record(stats: AdmissionMetrics, outcome: Outcome, elapsed: float) -> None:
+    stats.decision_seconds.labels(outcome.result).observe(elapsed)
+    reason = outcome.category or ("placed" if outcome.result == "placed" else outcome.result)
+    stats.decisions.labels(outcome.result, reason).inc()
+
+
+def _log_decision(
+    namespace: str, pod: object, dry_run: bool, outcome: Outcome, elapsed: float
+) -> None:
+    if outcome.category == "not-pod-create":
+        return
+    meta = pod.get("metadata") or {} if isinstance(pod, dict) else {}
+    log.info(
+        "decision",
+        extra={
+            "pod": f"{namespace}/{meta.get('name') or meta.get('generateName', '') + '*'}",
+            "result": outcome.result,
+            "node": outcome.node,
+            "reason": outcome.reason,
+            "dryRun": dry_run,
+            "reservation": outcome.reservation,
+            "latencyMs": round(elapsed * 1000, 3),
+        },
+    )

@@ -1,0 +1,117 @@
+"""JSONPatch and decision annotations for a placement decision.
+
+Annotations are shaped like kube-scheduler-simulator's results but bounded:
+the filter result is a count of rejections by reason, and scores are kept for
+the few best nodes only, so a 5,000-node cluster does not produce a 1 MiB pod.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from webhook.admission.review import PatchOperation
+from webhook.policy.framework import Decision
+
+DOMAIN = "placement-webhook.io"
+SELECTED_NODE = f"{DOMAIN}/selected-node"
+FILTER_RESULT = f"{DOMAIN}/filter-result"
+SCORE_RESULT = f"{DOMAIN}/score-result"
+FINALSCORE_RESULT = f"{DOMAIN}/finalscore-result"
+UNSCHEDULABLE = f"{DOMAIN}/unschedulable"
+SKIPPED = f"{DOMAIN}/skipped"
+RESERVATION = f"{DOMAIN}/reservation"
+TOP_NODES = 5
+MAX_ANNOTATION_BYTES = 1024
+
+
+def _escape(key: str) -> str:
+    """JSON Pointer escaping (RFC 6901) for a map key in a patch path."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _bounded(value: Any) -> str:
+    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    if len(text) <= MAX_ANNOTATION_BYTES:
+        return text
+    return text[: MAX_ANNOTATION_BYTES - 3] + "..."
+
+
+def decision_annotations(decision: Decision) -> dict[str, str]:
+    """The annotations that explain a decision, a few KiB at most."""
+    notes: dict[str, str] = {}
+    rejected = dict(sorted(decision.reason_counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    notes[FILTER_RESULT] = _bounded(
+        {
+            "evaluated": decision.evaluated_nodes,
+            "feasible": len(decision.feasible_nodes),
+            "rejected": rejected,
+        }
+    )
+    if decision.node is not None:
+        notes[SELECTED_NODE] = decision.node
+    if decision.scores:
+        best = sorted(decision.scores.items(), key=lambda kv: (-kv[1].get("total", 0), kv[0]))
+        best = best[:TOP_NODES]
+        notes[SCORE_RESULT] = _bounded(
+            {node: {k: v for k, v in s.items() if k != "total"} for node, s in best}
+        )
+        notes[FINALSCORE_RESULT] = _bounded({node: s.get("total", 0) for node, s in best})
+    return notes
+
+
+def annotation_ops(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> list[PatchOperation]:
+    """Ops that set `annotations`, creating metadata.annotations when absent."""
+    if not annotations:
+        return []
+    existing = (pod.get("metadata") or {}).get("annotations")
+    if not isinstance(existing, dict):
+        return [{"op": "add", "path": "/metadata/annotations", "value": dict(annotations)}]
+    return [
+        {"op": "add", "path": f"/metadata/annotations/{_escape(k)}", "value": v}
+        for k, v in annotations.items()
+    ]
+
+
+def node_name_ops(node: str) -> list[PatchOperation]:
+    return [{"op": "add", "path": "/spec/nodeName", "value": node}]
+
+
+def node_affinity_ops(pod: Mapping[str, Any], node: str) -> list[PatchOperation]:
+    """Require `node` by `metadata.name` while keeping every existing requirement.
+
+    Required node selector terms are ORed, so the node field requirement is
+    added to each existing term (ANDed inside it): the chosen node must still
+    satisfy every term it satisfied. With no terms, one term is created.
+    """
+    spec = pod.get("spec") or {}
+    affinity = copy.deepcopy(spec.get("affinity") or {})
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    pin = {"key": "metadata.name", "operator": "In", "values": [node]}
+    terms = required.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        fields = [f for f in term.get("matchFields") or [] if f != pin]
+        term["matchFields"] = [*fields, pin]
+    required["nodeSelectorTerms"] = terms
+    return [{"op": "add", "path": "/spec/affinity", "value": affinity}]
+
+
+def is_pinned_by_affinity(pod: Mapping[str, Any]) -> bool:
+    """True once an earlier invocation of ours pinned the pod (so reinvocation is a no-op)."""
+    node = ((pod.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE)
+    if not node:
+        return False
+    pin = {"key": "metadata.name", "operator": "In", "values": [node]}
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    terms = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
+        "nodeSelectorTerms"
+    ) or []
+    return bool(terms) and all(pin in (t.get("matchFields") or []) for t in terms)
+
+
+def scheduler_name_ops(name: str) -> list[PatchOperation]:
+    return [{"op": "add", "path": "/spec/schedulerName", "value": name}]

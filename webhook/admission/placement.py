@@ -1,0 +1,158 @@
+"""From an admission request to an outcome: handled or not, decided, patched.
+
+No Flask here: `Placer.review` takes a parsed request and returns an
+`Outcome` that the HTTP layer turns into a response, a log line and metrics.
+A pod the policy cannot evaluate, or any failure inside the decision, leaves
+the pod to the default scheduler: wrong placement is worse than none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.admission import patch as patches
+from webhook.admission.review import AdmissionRequest, PatchOperation
+from webhook.admission.rules import SCHEDULER_NAME, why_not_handled
+from webhook.cluster.view import ClusterView
+from webhook.policy.framework import Decision
+from webhook.policy.model import PodView
+from webhook.policy.profile import Policy
+from webhook.policy.status import Code
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the webhook did with one request."""
+
+    result: str  # placed | unschedulable | skipped | error
+    reason: str
+    category: str = ""  # a fixed word for metrics (skip category); "" for the others
+    node: str | None = None
+    patch: list[PatchOperation] = field(default_factory=list)
+    decision: Decision | None = None
+    reservation: str | None = None
+
+    @property
+    def warnings(self) -> list[str]:
+        if self.result in ("skipped", "error") and self.reason != "not a pod CREATE":
+            return [f"placement-webhook: not placed: {self.reason}"]
+        if self.result == "unschedulable":
+            return [f"placement-webhook: {self.reason}"]
+        return []
+
+    @property
+    def audit(self) -> dict[str, str]:
+        text = self.node if self.result == "placed" else self.reason
+        return {"decision": f"{self.result}: {text}"[:512]}
+
+
+@dataclass(frozen=True)
+class PlacerSettings:
+    """How the admission path behaves beyond the policy itself."""
+
+    own_namespace: str = "placement-webhook"
+    """Namespace the webhook runs in; its pods are never touched."""
+    handoff_unschedulable: bool = False
+    """Set schedulerName placement-webhook on pods that fit no node, so the
+    reconciler places them later. Off: they stay with the default scheduler."""
+
+
+class Placer:
+    """Applies the policy to admission requests against a cluster view."""
+
+    def __init__(
+        self,
+        view: ClusterView,
+        policy: Policy,
+        settings: PlacerSettings = PlacerSettings(),
+        *,
+        ready: Callable[[], bool] = lambda: True,
+    ):
+        self.view, self.policy, self.settings, self.ready = view, policy, settings, ready
+
+    def review(self, request: AdmissionRequest) -> Outcome:
+        if not request.is_pod_create or request.obj is None:
+            return Outcome("skipped", "not a pod CREATE", "not-pod-create")
+        pod = request.obj
+        namespace = request.namespace or (pod.get("metadata") or {}).get("namespace") or ""
+        mode = self.policy.placement.mode
+        skip = why_not_handled(
+            pod,
+            namespace,
+            own_namespace=self.settings.own_namespace,
+            mode=mode,
+            namespace_labels=self.view.namespace_labels(namespace),
+        )
+        if skip is None and mode == "nodeAffinity" and patches.is_pinned_by_affinity(pod):
+            skip = ("reinvocation", "already pinned by an earlier invocation")
+        if skip is not None:
+            return Outcome("skipped", skip[1], skip[0])
+        if not self.ready():
+            return Outcome(
+                "skipped", "cluster view not synced (left to the default scheduler)", "not-ready"
+            )
+        try:
+            return self._decide(pod, namespace, dry_run=request.dry_run)
+        except Exception as err:  # a bug must never block or misplace a pod
+            log.exception("decision failed for %s/%s", namespace, _pod_name(pod))
+            return Outcome("error", f"internal error: {type(err).__name__}")
+
+    def _decide(self, pod: Mapping[str, Any], namespace: str, *, dry_run: bool) -> Outcome:
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or ""
+        profile = self.policy.profile_for(scheduler)
+        if profile is None:
+            return Outcome("skipped", f"no profile for scheduler {scheduler!r}", "no-profile")
+        view = PodView.from_dict(_with_namespace(pod, namespace))
+        ttl = self.policy.placement.reservation_ttl_seconds
+        decision, key = self.view.place(view, profile, reserve_for=None if dry_run else ttl)
+        notes = patches.decision_annotations(decision)
+        if decision.code is Code.Skip:
+            skipped = {patches.SKIPPED: decision.message[:512]}
+            return Outcome(
+                "skipped",
+                decision.message,
+                "not-evaluable",
+                patch=patches.annotation_ops(pod, skipped),
+                decision=decision,
+            )
+        if decision.code is Code.Error:
+            return Outcome("error", decision.message, decision=decision)
+        if decision.node is None:
+            notes[patches.UNSCHEDULABLE] = decision.message[:1024]
+            ops = patches.annotation_ops(pod, notes)
+            if self.settings.handoff_unschedulable and scheduler != SCHEDULER_NAME:
+                ops += patches.scheduler_name_ops(SCHEDULER_NAME)
+            return Outcome("unschedulable", decision.message, patch=ops, decision=decision)
+        if key is not None:
+            notes[patches.RESERVATION] = key
+        ops = patches.annotation_ops(pod, notes)
+        if self.policy.placement.mode == "nodeAffinity":
+            ops += patches.node_affinity_ops(pod, decision.node)
+        else:
+            ops += patches.node_name_ops(decision.node)
+        return Outcome(
+            "placed",
+            f"placed on {decision.node}",
+            node=decision.node,
+            patch=ops,
+            decision=decision,
+            reservation=key,
+        )
+
+
+def _pod_name(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("name") or f"{meta.get('generateName', '')}<generated>")
+
+
+def _with_namespace(pod: Mapping[str, Any], namespace: str) -> Mapping[str, Any]:
+    """Admission objects may lack metadata.namespace; the request carries it."""
+    meta = pod.get("metadata") or {}
+    if meta.get("namespace") == namespace:
+        return pod
+    return {**pod, "metadata": {**meta, "namespace": namespace}}

@@ -1,0 +1,158 @@
+"""AdmissionReview (admission.k8s.io/v1) wire format: parse strictly, answer correctly.
+
+Parsing never trusts the body: every field the webhook reads is checked for
+type, and a problem becomes a `ReviewError` carrying the HTTP status and, when
+it could be read, the request uid (so even an error answer can name it).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+import orjson
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+MAX_BODY_BYTES = 3 * 1024 * 1024  # the API server caps objects at ~1.5 MiB; leave room
+MAX_NESTING = 64
+
+
+class PatchOperation(TypedDict, total=False):
+    op: str
+    path: str
+    value: Any
+
+
+class ReviewError(Exception):
+    """The request cannot be reviewed; `status` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400, uid: str | None = None):
+        super().__init__(message)
+        self.message, self.status, self.uid = message, status, uid
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    """The fields of `request` the webhook acts on."""
+
+    uid: str
+    operation: str
+    namespace: str
+    dry_run: bool
+    kind: Mapping[str, str]
+    resource: Mapping[str, str]
+    sub_resource: str
+    obj: Mapping[str, Any] | None
+    api_version: str = API_VERSION
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def is_pod_create(self) -> bool:
+        return (
+            self.operation == "CREATE"
+            and self.kind.get("group", "") == ""
+            and self.kind.get("kind") == "Pod"
+            and not self.sub_resource
+        )
+
+
+def _depth(value: Any, limit: int) -> int:
+    """Nesting depth of a decoded JSON value, stopping early past `limit`."""
+    stack = [(value, 1)]
+    deepest = 0
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return deepest
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def _str_field(data: Mapping[str, Any], name: str, uid: str | None, *, required: bool) -> str:
+    value = data.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value):
+        raise ReviewError(f"request.{name} must be a non-empty string", uid=uid)
+    return value
+
+
+def _gvk(data: Mapping[str, Any], name: str, uid: str | None) -> Mapping[str, str]:
+    value = data.get(name) or {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ReviewError(f"request.{name} must be an object of strings", uid=uid)
+    return value
+
+
+def parse_review(body: bytes, content_type: str | None) -> AdmissionRequest:
+    """Decode and validate an AdmissionReview request body."""
+    if content_type is None or content_type.split(";")[0].strip().lower() != "application/json":
+        raise ReviewError(f"Content-Type must be application/json, got {content_type!r}", 415)
+    if not body:
+        raise ReviewError("empty body: expected an AdmissionReview")
+    if len(body) > MAX_BODY_BYTES:
+        raise ReviewError(f"body of {len(body)} bytes exceeds {MAX_BODY_BYTES}", 413)
+    try:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        raise ReviewError(f"body is not valid JSON (UTF-8): {err}") from None
+    if not isinstance(review, dict):
+        raise ReviewError("body must be a JSON object (an AdmissionReview)")
+    if _depth(review, MAX_NESTING) > MAX_NESTING:
+        raise ReviewError(f"JSON nested deeper than {MAX_NESTING} levels")
+    request = review.get("request")
+    uid = request.get("uid") if isinstance(request, dict) else None
+    uid = uid if isinstance(uid, str) and uid else None
+    if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
+        raise ReviewError(
+            f"expected apiVersion {API_VERSION} kind {KIND}, got "
+            f"{review.get('apiVersion')!r} {review.get('kind')!r}",
+            uid=uid,
+        )
+    if not isinstance(request, dict):
+        raise ReviewError("AdmissionReview has no request object")
+    if uid is None:
+        raise ReviewError("request.uid must be a non-empty string")
+    obj = request.get("object")
+    if obj is not None and not isinstance(obj, dict):
+        raise ReviewError("request.object must be an object", uid=uid)
+    dry_run = request.get("dryRun", False)
+    if not isinstance(dry_run, bool):
+        raise ReviewError("request.dryRun must be a boolean", uid=uid)
+    return AdmissionRequest(
+        uid=uid,
+        operation=_str_field(request, "operation", uid, required=True),
+        namespace=_str_field(request, "namespace", uid, required=False),
+        dry_run=dry_run,
+        kind=_gvk(request, "kind", uid),
+        resource=_gvk(request, "resource", uid),
+        sub_resource=_str_field(request, "subResource", uid, required=False),
+        obj=obj,
+        raw=request,
+    )
+
+
+def build_response(
+    uid: str,
+    *,
+    patch: list[PatchOperation] | None = None,
+    warnings: list[str] | None = None,
+    audit: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """An allowing AdmissionReview response, with a JSONPatch when there is one."""
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(patch)).decode("ascii")
+    if warnings:
+        response["warnings"] = warnings
+    if audit:
+        response["auditAnnotations"] = dict(audit)
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}

@@ -1,0 +1,61 @@
+"""Which pods the webhook places, and why it leaves the others alone.
+
+Every rule that leaves a pod alone returns a short reason; the caller puts it
+in the response's audit annotation and warnings so an operator can see why a
+pod was not placed. The order matters only for which reason is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+SCHEDULER_NAME = "placement-webhook"
+HANDLED_SCHEDULERS = frozenset({"", "default-scheduler", SCHEDULER_NAME})
+SKIP_LABEL = "placement-webhook.io/skip"
+ENABLED_LABEL = "placement-webhook.io/enabled"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+PROTECTED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
+
+
+def why_not_handled(
+    pod: Mapping[str, Any],
+    namespace: str,
+    *,
+    own_namespace: str,
+    mode: str,
+    namespace_labels: Mapping[str, str] | None,
+    excluded_namespaces: Collection[str] = PROTECTED_NAMESPACES,
+) -> tuple[str, str] | None:
+    """(category, reason) when this pod is not ours to place, None when it is.
+
+    The category is a fixed word for metrics; the reason is for people.
+    """
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    if namespace in excluded_namespaces or namespace == own_namespace:
+        return "excluded-namespace", f"namespace {namespace} is excluded"
+    if namespace_labels is not None and namespace_labels.get(ENABLED_LABEL) != "true":
+        return (
+            "namespace-not-enabled",
+            f"namespace {namespace} is not labelled {ENABLED_LABEL}=true",
+        )
+    if spec.get("nodeName"):
+        return "has-node-name", "pod already has spec.nodeName"
+    if MIRROR_ANNOTATION in annotations:
+        return "mirror-pod", "mirror (static) pod"
+    if any(
+        ref.get("kind") == "DaemonSet" and ref.get("controller")
+        for ref in meta.get("ownerReferences") or []
+    ):
+        return "daemonset-pod", "DaemonSet pod (placed by the DaemonSet controller)"
+    if labels.get(SKIP_LABEL) == "true":
+        return "opted-out", f"pod labelled {SKIP_LABEL}=true"
+    scheduler = spec.get("schedulerName") or ""
+    if scheduler not in HANDLED_SCHEDULERS:
+        return "other-scheduler", f"pod is for scheduler {scheduler!r}"
+    if mode == "nodeName" and spec.get("schedulingGates"):
+        return "scheduling-gates", "pod has scheduling gates (nodeName would bypass them)"
+    return None

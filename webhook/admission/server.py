@@ -1,0 +1,111 @@
+"""`placement-webhook serve`: the Flask app under gunicorn over TLS.
+
+One worker process (gthread) so the cluster view and its reservations have a
+single owner; threads serve requests concurrently and the view's lock makes
+their decisions consistent. The view (and its watches) is built in the worker
+after the fork, never in the arbiter.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+from gunicorn.app.base import BaseApplication
+
+from webhook.admission.app import create_app
+from webhook.admission.placement import Placer, PlacerSettings
+from webhook.admission.tls import CertificateReloader
+from webhook.cluster.source import ClusterSource
+from webhook.cluster.view import Reservation
+from webhook.events import EventRecorder, EventSink, scheduled
+from webhook.policy.profile import Policy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Where and how the webhook listens."""
+
+    bind: str = "0.0.0.0:8443"
+    """host:port to listen on."""
+    certfile: str = "tls/tls.crt"
+    """Serving certificate (PEM); reloaded when it changes on disk."""
+    keyfile: str = "tls/tls.key"
+    """Private key of the serving certificate (PEM)."""
+    threads: int = 8
+    """Request threads in the single worker process."""
+    timeout: int = 30
+    """Seconds before gunicorn restarts a stuck worker."""
+    access_log: bool = False
+    """Log every HTTP request (the decision log already has one line per pod)."""
+
+
+def build_app(
+    source: ClusterSource,
+    policy: Policy,
+    placer_settings: PlacerSettings,
+    events: EventSink | None = None,
+) -> Flask:
+    """Start the cluster view and make the app (called inside the worker, after the fork).
+
+    With an event sink, a `Scheduled` event is written for each pod placed by
+    `spec.nodeName` once the watch delivers it (in nodeAffinity mode the
+    scheduler that binds the pod writes its own).
+    """
+    view = source.start()
+    if events is not None and policy.placement.mode == "nodeName":
+        recorder = EventRecorder(events, instance=f"placement-webhook-{socket.gethostname()}")
+
+        def announce(pod: Mapping[str, Any], reservation: Reservation) -> None:
+            meta = pod.get("metadata") or {}
+            recorder.record(
+                scheduled(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""),
+                          reservation.node)
+            )  # fmt: skip
+
+        view.on_fulfilled = announce
+    placer = Placer(view, policy, placer_settings, ready=source.ready)
+    return create_app(placer)
+
+
+class WebhookServer(BaseApplication):  # type: ignore[misc]
+    """gunicorn, configured in code rather than by a config file."""
+
+    def __init__(self, settings: ServeSettings, load: Callable[[], Flask]):
+        self.settings = settings
+        self._load = load
+        # Validate the certificate pair before forking: a bad pair stops start-up.
+        self.reloader = CertificateReloader(settings.certfile, settings.keyfile)
+        super().__init__()
+
+    def load_config(self) -> None:
+        reloader = self.reloader
+        options: dict[str, Any] = {
+            "bind": self.settings.bind,
+            "workers": 1,
+            "worker_class": "gthread",
+            "threads": self.settings.threads,
+            "timeout": self.settings.timeout,
+            "graceful_timeout": 10,
+            "keepalive": 30,
+            "certfile": str(Path(self.settings.certfile)),
+            "keyfile": str(Path(self.settings.keyfile)),
+            "ssl_context": lambda _conf, _factory: reloader.context(),
+            "accesslog": "-" if self.settings.access_log else None,
+            "errorlog": "-",
+            "loglevel": os.environ.get("GUNICORN_LOG_LEVEL", "warning"),
+            "proc_name": "placement-webhook",
+        }
+        for key, value in options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Flask:
+        return self._load()

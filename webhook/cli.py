@@ -1,0 +1,157 @@
+"""`placement-webhook`: serve | explain | devcluster.
+
+Flags have environment fallbacks (PLACEMENT_WEBHOOK_<FLAG>) so the same
+binary is configured by a Deployment's env or by a command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(f"PLACEMENT_WEBHOOK_{name.upper().replace('-', '_')}", default)
+
+
+def _load_policy(path: str | None):  # type: ignore[no-untyped-def]
+    from webhook.policy.profile import PolicyError, default_policy, load_policy
+
+    if not path:
+        return default_policy()
+    try:
+        return load_policy(Path(path).read_text(), source=path)
+    except OSError as err:
+        raise SystemExit(f"placement-webhook: cannot read policy {path}: {err}") from None
+    except PolicyError as err:
+        raise SystemExit(f"placement-webhook: invalid policy: {err}") from None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from webhook import logs
+    from webhook.admission.placement import PlacerSettings
+    from webhook.admission.server import ServeSettings, WebhookServer, build_app
+    from webhook.cluster.source import ClusterSource, LiveSource, SnapshotSource
+
+    logs.configure(args.log_format, args.log_level)
+    policy = _load_policy(args.policy)
+    source: ClusterSource
+    events = None
+    if args.snapshot:
+        try:
+            source = SnapshotSource(args.snapshot)
+        except (OSError, ValueError) as err:
+            raise SystemExit(f"placement-webhook: cannot load snapshot: {err}") from None
+    else:
+        from webhook.kube import Kube
+
+        events = Kube(args.kubeconfig)
+        source = LiveSource(events, max_age_seconds=args.max_cache_age)
+    settings = ServeSettings(
+        bind=args.bind, certfile=args.tls_cert, keyfile=args.tls_key, threads=args.threads
+    )
+    placer_settings = PlacerSettings(
+        own_namespace=args.namespace, handoff_unschedulable=args.handoff_unschedulable
+    )
+    try:
+        server = WebhookServer(settings, lambda: build_app(source, policy, placer_settings, events))
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"placement-webhook: cannot load the TLS pair: {err}") from None
+    server.run()
+    return 0
+
+
+def _devcluster(args: argparse.Namespace) -> int:
+    from webhook.devcluster import DevCluster, DevClusterError
+
+    try:
+        if args.action == "up":
+            cluster = DevCluster.start(
+                args.dir,
+                scheduler=args.scheduler,
+                controller_manager=args.controller_manager,
+                own_processes=False,
+                progress=lambda msg: print(f"devcluster: {msg}", flush=True),
+            )
+            print(f"export KUBECONFIG={cluster.kubeconfig}")
+        elif args.action == "down":
+            DevCluster.attach(args.dir).stop()
+            print("devcluster: stopped")
+        else:
+            cluster = DevCluster.attach(args.dir)
+            for name, alive in cluster.status().items():
+                print(f"{name:28} {'running' if alive else 'STOPPED'}")
+            print(f"kubeconfig: {cluster.kubeconfig}")
+            return 0 if all(cluster.status().values()) else 1
+    except DevClusterError as err:
+        print(f"devcluster: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="placement-webhook",
+        description="Place Kubernetes pods at admission time with a kube-scheduler-style policy.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the mutating admission webhook (gunicorn, TLS)")
+    serve.add_argument("--bind", default=_env("bind", "0.0.0.0:8443"), help="host:port")
+    serve.add_argument("--tls-cert", default=_env("tls-cert", "tls/tls.crt"))
+    serve.add_argument("--tls-key", default=_env("tls-key", "tls/tls.key"))
+    serve.add_argument("--threads", type=int, default=int(_env("threads", "8") or 8))
+    serve.add_argument("--policy", default=_env("policy"), help="policy YAML (default built in)")
+    source = serve.add_mutually_exclusive_group()
+    source.add_argument("--kubeconfig", default=_env("kubeconfig"), help="default: in-cluster")
+    source.add_argument("--snapshot", default=_env("snapshot"), help="kubectl get -o json dump")
+    serve.add_argument(
+        "--namespace",
+        default=_env("namespace", "placement-webhook"),
+        help="the webhook's own namespace (never placed)",
+    )
+    serve.add_argument(
+        "--max-cache-age",
+        type=float,
+        default=120.0,
+        help="seconds of watch silence before /readyz fails",
+    )
+    serve.add_argument(
+        "--handoff-unschedulable",
+        action="store_true",
+        default=_env("handoff-unschedulable") == "true",
+        help="give pods that fit nowhere schedulerName placement-webhook (needs the reconciler)",
+    )
+    serve.add_argument("--log-format", choices=["json", "text"], default=_env("log-format", "json"))
+    serve.add_argument("--log-level", default=_env("log-level", "info"))
+    serve.set_defaults(func=_serve)
+
+    try:
+        from webhook import explain
+    except ImportError:  # pragma: no cover - explain is being written (issue 3)
+        explain = None  # type: ignore[assignment]
+    if explain is not None:
+        explain_cmd = sub.add_parser("explain", help="where would this pod go, and why (offline)")
+        explain.add_arguments(explain_cmd)
+        explain_cmd.set_defaults(func=explain.run)
+
+    dev = sub.add_parser("devcluster", help="local etcd + kube-apiserver (+ scheduler)")
+    dev.add_argument("action", choices=["up", "down", "status"])
+    dev.add_argument("--dir", default=".devcluster", help="state folder (default .devcluster)")
+    dev.add_argument("--scheduler", action="store_true", help="also start kube-scheduler")
+    dev.add_argument(
+        "--controller-manager", action="store_true", help="also start kube-controller-manager"
+    )
+    dev.set_defaults(func=_devcluster)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Where the cluster view comes from: live list+watch, or a static snapshot file.
+
+`ClusterSource.start()` returns the ClusterView to decide against;
+`ready()` says whether decisions against it are trustworthy right now.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+import yaml
+
+from webhook.cluster.informer import Informer, WatchSource
+from webhook.cluster.view import ClusterView
+from webhook.policy.model import ClusterSnapshot
+
+WATCHED = (
+    ("Node", "/api/v1/nodes"),
+    ("Pod", "/api/v1/pods"),
+    ("Namespace", "/api/v1/namespaces"),
+)
+
+
+class ClusterSource(Protocol):
+    def start(self) -> ClusterView: ...
+
+    def ready(self) -> bool: ...
+
+
+class LiveSource:
+    """Informers for nodes, pods and namespaces feeding one ClusterView."""
+
+    def __init__(self, client: WatchSource, *, max_age_seconds: float = 120.0):
+        self.client = client
+        self.max_age_seconds = max_age_seconds
+        self.view = ClusterView()
+        self.informers = [Informer(client, self.view, kind, path) for kind, path in WATCHED]
+        self._expirer: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def start(self) -> ClusterView:
+        for informer in self.informers:
+            informer.start()
+        self._expirer = threading.Thread(target=self._expire_loop, name="reservations", daemon=True)
+        self._expirer.start()
+        return self.view
+
+    def _expire_loop(self) -> None:
+        while not self._stop.wait(1.0):
+            self.view.expire_reservations()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for informer in self.informers:
+            informer.stop()
+
+    def ready(self) -> bool:
+        state = self.view.sync_state()
+        return state.synced and state.age_seconds <= self.max_age_seconds
+
+
+class SnapshotSource:
+    """A fixed cluster from a `kubectl get nodes,pods,namespaces -A -o json` dump."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        items = load_list(self.path)
+        self.view = ClusterView(
+            ClusterSnapshot.from_objects(
+                [i for i in items if i.get("kind") == "Node"],
+                [i for i in items if i.get("kind") == "Pod"],
+                [i for i in items if i.get("kind") == "Namespace"],
+            ),
+            synced=True,
+        )
+
+    def start(self) -> ClusterView:
+        return self.view
+
+    def ready(self) -> bool:
+        return True
+
+
+def load_list(path: Path) -> list[Mapping[str, Any]]:
+    """Items of a v1 List (JSON or YAML), or of a single object, from a file."""
+    raw = path.read_bytes()
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        data = yaml.safe_load(raw)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a Kubernetes List or object")
+    items = data.get("items") if "items" in data else [data]
+    if not isinstance(items, list):
+        raise ValueError(f"{path}: items must be a list")
+    return [i for i in items if isinstance(i, dict)]
