@@ -120,9 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--handoff-unschedulable",
-        action="store_true",
-        default=_env("handoff-unschedulable") == "true",
-        help="give pods that fit nowhere schedulerName placement-webhook (needs the reconciler)",
+        action=argparse.BooleanOptionalAction,
+        default=_env("handoff-unschedulable", "true") == "true",
+        help="give pods that fit nowhere schedulerName placement-webhook, for the reconciler "
+        "to place later (default on; turn off where no reconciler runs, to leave them to "
+        "the default scheduler)",
     )
     serve.add_argument("--log-format", choices=["json", "text"], default=_env("log-format", "json"))
     serve.add_argument("--log-level", default=_env("log-level", "info"))

@@ -119,6 +119,17 @@ class Kube:
             raise ApiError(response.status, data, method, path)
         return data if isinstance(data, dict) else {"items": data}
 
+    def create_with_warnings(
+        self, path: str, body: Mapping[str, Any], **params: Any
+    ) -> tuple[JSON, list[str]]:
+        """Create, and return the API server's `Warning` headers too (admission warnings)."""
+        response = self._send("POST", path, params=params, body=dict(body))
+        raw = response.read()
+        data = _loads_or_none(raw) or {}
+        if not 200 <= response.status < 300:
+            raise ApiError(response.status, data, "POST", path)
+        return data, parse_warnings(response.headers.getlist("Warning"))
+
     def get(self, path: str, **params: Any) -> JSON:
         return self.request("GET", path, params=params)
 
@@ -182,6 +193,16 @@ def _loads_or_none(raw: bytes) -> JSON | None:
     except orjson.JSONDecodeError:
         return {"message": raw[:500].decode(errors="replace")}
     return value if isinstance(value, dict) else None
+
+
+def parse_warnings(headers: list[str]) -> list[str]:
+    """Texts of RFC 7234 `Warning: 299 - "text"` headers (the API server's format)."""
+    texts = []
+    for header in headers:
+        for part in header.split(", 299 "):
+            _, _, quoted = part.partition('"')
+            texts.append(quoted.rsplit('"', 1)[0].replace('\\"', '"'))
+    return texts
 
 
 def pod_path(namespace: str, name: str = "", subresource: str = "") -> str:

@@ -57,9 +57,10 @@ class PlacerSettings:
 
     own_namespace: str = "placement-webhook"
     """Namespace the webhook runs in; its pods are never touched."""
-    handoff_unschedulable: bool = False
+    handoff_unschedulable: bool = True
     """Set schedulerName placement-webhook on pods that fit no node, so the
-    reconciler places them later. Off: they stay with the default scheduler."""
+    reconciler places them when capacity appears. Off: they stay with the
+    default scheduler (for clusters that run no reconciler)."""
 
 
 class Placer:
@@ -76,9 +77,19 @@ class Placer:
         self.view, self.policy, self.settings, self.ready = view, policy, settings, ready
 
     def review(self, request: AdmissionRequest) -> Outcome:
+        """The outcome for one request; never raises (a bug leaves the pod untouched)."""
+        try:
+            return self._review(request)
+        except Exception as err:
+            log.exception("decision failed for a pod in namespace %s", request.namespace)
+            return Outcome("error", f"internal error: {type(err).__name__}", "internal-error")
+
+    def _review(self, request: AdmissionRequest) -> Outcome:
         if not request.is_pod_create or request.obj is None:
             return Outcome("skipped", "not a pod CREATE", "not-pod-create")
         pod = request.obj
+        if not all(isinstance(pod.get(part, {}), dict) for part in ("metadata", "spec")):
+            return Outcome("skipped", "malformed pod object", "malformed")
         namespace = request.namespace or (pod.get("metadata") or {}).get("namespace") or ""
         mode = self.policy.placement.mode
         skip = why_not_handled(
@@ -96,11 +107,7 @@ class Placer:
             return Outcome(
                 "skipped", "cluster view not synced (left to the default scheduler)", "not-ready"
             )
-        try:
-            return self._decide(pod, namespace, dry_run=request.dry_run)
-        except Exception as err:  # a bug must never block or misplace a pod
-            log.exception("decision failed for %s/%s", namespace, _pod_name(pod))
-            return Outcome("error", f"internal error: {type(err).__name__}")
+        return self._decide(pod, namespace, dry_run=request.dry_run)
 
     def _decide(self, pod: Mapping[str, Any], namespace: str, *, dry_run: bool) -> Outcome:
         scheduler = (pod.get("spec") or {}).get("schedulerName") or ""
@@ -143,11 +150,6 @@ class Placer:
             decision=decision,
             reservation=key,
         )
-
-
-def _pod_name(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return str(meta.get("name") or f"{meta.get('generateName', '')}<generated>")
 
 
 def _with_namespace(pod: Mapping[str, Any], namespace: str) -> Mapping[str, Any]:
