@@ -41,6 +41,8 @@ e2e: $(STAMP) control-plane
 ## Benchmarks: print tables and write JSON figures under build/bench/.
 bench: $(STAMP)
 	$(PY) benchmarks/bench_policy.py
+	$(PY) benchmarks/bench_cluster.py
+	$(PY) benchmarks/bench_admission.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check webhook certs tests benchmarks

@@ -104,7 +104,8 @@ def _log_decision(
 ) -> None:
     if outcome.category == "not-pod-create":
         return
-    meta = pod.get("metadata") or {} if isinstance(pod, dict) else {}
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
     log.info(
         "decision",
         extra={

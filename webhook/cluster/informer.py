@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,7 +31,7 @@ class WatchSource(Protocol):
 class Store(Protocol):
     """Where the informer delivers objects (webhook.cluster.view.ClusterView)."""
 
-    def replace(self, kind: str, objects: list[Mapping[str, Any]]) -> None: ...
+    def replace(self, kind: str, pages: Iterable[list[Mapping[str, Any]]]) -> int: ...
 
     def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> None: ...
 
@@ -77,24 +77,27 @@ class Informer:
     def stop(self) -> None:
         self._stop.set()
 
-    def list_all(self) -> tuple[list[Mapping[str, Any]], str]:
-        """A consistent paged list: every item and the collection's resourceVersion."""
-        items: list[Mapping[str, Any]] = []
+    def pages(self, versions: list[str]) -> Iterator[list[Mapping[str, Any]]]:
+        """A consistent paged list, one page at a time (so raw JSON never piles up).
+
+        The collection's resourceVersion is appended to `versions` at the end.
+        """
         token = None
         while True:
             page = self.source.get(self.path, limit=self.page_size, **{"continue": token})
-            items.extend(page.get("items") or [])
+            yield page.get("items") or []
             meta = page.get("metadata") or {}
             token = meta.get("continue")
             if not token:
-                return items, str(meta.get("resourceVersion", ""))
+                versions.append(str(meta.get("resourceVersion", "")))
+                return
 
     def relist(self) -> None:
-        items, version = self.list_all()
-        self.store.replace(self.kind, items)
-        self.resource_version = version
+        versions: list[str] = []
+        count = self.store.replace(self.kind, self.pages(versions))
+        self.resource_version = versions[-1]
         self.relists += 1
-        log.info("listed %s: %d objects at resourceVersion %s", self.kind, len(items), version)
+        log.info("listed %s: %d objects at resourceVersion %s", self.kind, count, versions[-1])
 
     def watch_once(self) -> None:
         """One watch call; returns on a normal close, raises on errors, relists on 410."""

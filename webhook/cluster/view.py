@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from webhook.policy.framework import Decision, schedule
 from webhook.policy.model import ClusterSnapshot, PodView
@@ -23,6 +23,7 @@ from webhook.policy.profile import Profile
 from webhook.policy.status import Code
 
 RESERVATION_ANNOTATION = "placement-webhook.io/reservation"
+T = TypeVar("T")
 KINDS = ("Node", "Pod", "Namespace")
 
 
@@ -105,17 +106,25 @@ class ClusterView:
             self._snapshot.remove_namespace(key)
         self._known[kind].discard(key)
 
-    def replace(self, kind: str, objects: list[Mapping[str, Any]]) -> None:
-        """A full list: upsert every object, drop those that are gone."""
+    def replace(self, kind: str, pages: Iterable[list[Mapping[str, Any]]]) -> int:
+        """A full list, page by page: upsert every object, then drop those that are gone.
+
+        The lock is taken per page, so decisions go on during a long re-list
+        (against a view that is a mix of the old and the new list, as any
+        watch-fed cache is for a moment); raw pages are freed as they go.
+        """
+        seen: set[str] = set()
+        for page in pages:
+            with self._lock:
+                for obj in page:
+                    self._upsert(kind, obj)
+                    seen.add(self._key(kind, obj))
         with self._lock:
-            seen = set()
-            for obj in objects:
-                self._upsert(kind, obj)
-                seen.add(self._key(kind, obj))
             for gone in self._known[kind] - seen:
                 self._remove(kind, gone)
             self._listed[kind] = True
             self._last_seen[kind] = self._clock()
+        return len(seen)
 
     def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> None:
         fulfilled = None
@@ -155,6 +164,15 @@ class ClusterView:
     def node_count(self) -> int:
         with self._lock:
             return len(self._snapshot)
+
+    def evaluate(self, fn: Callable[[ClusterSnapshot], T]) -> T:
+        """Run `fn` on the snapshot under the lock (the extender's reads and assumptions).
+
+        `fn` must not keep the snapshot: it changes as soon as the lock is released.
+        """
+        with self._lock:
+            self._expire_locked()
+            return fn(self._snapshot)
 
     # ---- placing -------------------------------------------------------
     def place(

@@ -79,7 +79,7 @@ def namespace(name: str, labels: dict[str, str]) -> dict[str, Any]:
 def make_view(nodes: list[dict[str, Any]]) -> ClusterView:
     snapshot = ClusterSnapshot.from_objects(nodes, [], [namespace("apps", OPTED_IN)])
     view = ClusterView(snapshot, synced=True)
-    view.replace("Namespace", [namespace("apps", OPTED_IN)])
+    view.replace("Namespace", [[namespace("apps", OPTED_IN)]])
     return view
 
 
