@@ -52,6 +52,7 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 BASE_PERCENTAGE_OF_NODES_TO_SCORE = 50
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
+TOP_SCORED = 5
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -109,6 +110,9 @@ class Decision:
     """Rejected node -> name of the filter plugin that rejected it."""
     weights: Mapping[str, int] = field(default_factory=_empty)
     """Score plugin -> weight used for "total"."""
+    best_scores: tuple[tuple[str, Mapping[str, int]], ...] = ()
+    """The TOP_SCORED best nodes with their scores, best first (built eagerly and
+    cheaply, so callers that only need the best few never build `scores`)."""
 
     @property
     def placed(self) -> bool:
@@ -334,7 +338,15 @@ def _schedule(
         pick = int(ties[int(np.argmin(h))])
     node = snapshot.name_at(int(fslots[pick]))
 
-    names_cache: list[str] = [snapshot.name_at(s) for s in fslots.tolist()]
+    names_cache: list[str] = snapshot.names_at(fslots.tolist())
+    order = np.argsort(-total, kind="stable")[:TOP_SCORED].tolist()
+    best_scores = tuple(
+        (
+            names_cache[i],
+            {**{name: int(arr[i]) for name, arr in per_plugin}, "total": int(total[i])},
+        )
+        for i in order
+    )
 
     def scores() -> dict[str, Mapping[str, int]]:
         out: dict[str, Mapping[str, int]] = {}
@@ -357,6 +369,7 @@ def _schedule(
         feasible_nodes=tuple(names_cache),
         node_reasons=LazyMapping(node_reasons),
         scores=LazyMapping(scores),
+        best_scores=best_scores,
         evaluated_nodes=evaluated_total,
         total_nodes=n_all,
         node_plugins=LazyMapping(node_plugins),

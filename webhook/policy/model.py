@@ -30,7 +30,6 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 from typing import Any, Final
 
 import numpy as np
@@ -38,8 +37,8 @@ import numpy.typing as npt
 
 from webhook.policy.quantity import QuantityError, parse_quantity
 from webhook.policy.selectors import (
-    EVERYTHING,
     NOTHING,
+    LabelRequirement,
     LabelSelector,
     NodeSelector,
     NodeSelectorTerm,
@@ -59,6 +58,7 @@ __all__ = [
     "Toleration",
     "WeightedAffinityTerm",
     "parse_quantity",
+    "tolerates",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -75,7 +75,6 @@ DEFAULT_MILLI_CPU: Final = 100
 DEFAULT_MEMORY: Final = 200 * 1024 * 1024
 _NANO: Final = 10**9
 _POD_LEVEL_RESOURCES: Final = (CPU, MEMORY)
-_EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
 
 
 def _nano(q: Any) -> int:
@@ -307,47 +306,44 @@ def pod_requests(pod: Mapping[str, Any], non_missing: bool) -> dict[str, int]:
     return reqs
 
 
-def _affinity_term(raw: Mapping[str, Any], namespace: str) -> AffinityTerm:
+def _affinity_term(
+    raw: Mapping[str, Any], namespace: str, labels: Mapping[str, str]
+) -> AffinityTerm:
+    """framework.AffinityTerm: namespaces default to the pod's own when neither
+    `namespaces` nor `namespaceSelector` is set; matchLabelKeys and
+    mismatchLabelKeys are merged from the pod's labels, as the API server does
+    when it persists the pod (idempotent for pods that already went through it)."""
     namespaces = frozenset(str(n) for n in raw.get("namespaces") or ())
     ns_sel_raw = raw.get("namespaceSelector")
     if not namespaces and ns_sel_raw is None:
         namespaces = frozenset((namespace,))
     ns_sel = LabelSelector.parse(ns_sel_raw) if ns_sel_raw is not None else NOTHING
     selector = LabelSelector.parse(raw.get("labelSelector"))
-    # matchLabelKeys / mismatchLabelKeys: merged from the incoming pod's labels.
-    labels = raw.get("_podLabels") or {}
-    extra_in = {k: labels[k] for k in raw.get("matchLabelKeys") or () if k in labels}
-    if extra_in and not selector.nothing:
+    if not selector.nothing:
+        extra_in = {k: labels[k] for k in raw.get("matchLabelKeys") or () if k in labels}
         selector = selector.with_labels(extra_in)
-    mismatch = [k for k in raw.get("mismatchLabelKeys") or () if k in labels]
-    if mismatch and not selector.nothing:
-        from webhook.policy.selectors import LabelRequirement
-
-        reqs = list(selector.requirements)
-        reqs.extend(LabelRequirement(k, "NotIn", frozenset((labels[k],))) for k in sorted(mismatch))
-        selector = LabelSelector(tuple(reqs))
+        mismatch = sorted(k for k in raw.get("mismatchLabelKeys") or () if k in labels)
+        if mismatch:
+            reqs = list(selector.requirements)
+            reqs.extend(LabelRequirement(k, "NotIn", frozenset((labels[k],))) for k in mismatch)
+            selector = LabelSelector(tuple(reqs))
     return AffinityTerm(namespaces, ns_sel, selector, str(raw.get("topologyKey", "")))
 
 
 def _terms(raw: Any, namespace: str, labels: Mapping[str, str]) -> tuple[AffinityTerm, ...]:
-    out = []
-    for t in raw or ():
-        if t.get("matchLabelKeys") or t.get("mismatchLabelKeys"):
-            t = {**t, "_podLabels": labels}
-        out.append(_affinity_term(t, namespace))
-    return tuple(out)
+    return tuple(_affinity_term(t, namespace, labels) for t in raw or ())
 
 
 def _weighted(
     raw: Any, namespace: str, labels: Mapping[str, str]
 ) -> tuple[WeightedAffinityTerm, ...]:
-    out = []
-    for w in raw or ():
-        term = w.get("podAffinityTerm") or {}
-        if term.get("matchLabelKeys") or term.get("mismatchLabelKeys"):
-            term = {**term, "_podLabels": labels}
-        out.append(WeightedAffinityTerm(_affinity_term(term, namespace), int(w.get("weight", 0))))
-    return tuple(out)
+    return tuple(
+        WeightedAffinityTerm(
+            _affinity_term(w.get("podAffinityTerm") or {}, namespace, labels),
+            int(w.get("weight", 0)),
+        )
+        for w in raw or ()
+    )
 
 
 def normalized_image_name(name: str) -> str:
@@ -644,6 +640,8 @@ class ClusterSnapshot:
         # reservations
         self._reservations: dict[str, str] = {}  # key -> entry key
         self._reservation_by_uid: dict[str, str] = {}  # pod uid -> key
+        self._reservation_of_pod: dict[str, str] = {}  # pending real pod -> key
+        self._image_cache: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
 
     # ------------------------------------------------------------ builders
 
@@ -708,6 +706,11 @@ class ClusterSnapshot:
     def name_at(self, slot: int) -> str:
         return self.node_at(slot).name
 
+    def names_at(self, slots: Iterable[int]) -> list[str]:
+        """Names of many slots at once (the hot path: every feasible node, every decision)."""
+        nodes = self._nodes
+        return [nodes[s].name for s in slots]  # type: ignore[union-attr]
+
     def sorted_slots(self) -> npt.NDArray[np.int64]:
         """Alive node slots in node-name order (the deterministic scan order)."""
         if self._sorted is None:
@@ -771,6 +774,19 @@ class ClusterSnapshot:
 
     def image_nodes(self, image: str) -> Mapping[str, int]:
         return self._image_nodes.get(image, {})
+
+    def image_slots(self, image: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(node slots, image sizes) of the nodes holding `image`; cached until nodes change."""
+        hit = self._image_cache.get(image)
+        if hit is None:
+            holders = self._image_nodes.get(image, {})
+            slots = [self._node_slot[n] for n in holders if n in self._node_slot]
+            sizes = [s for n, s in holders.items() if n in self._node_slot]
+            hit = (np.array(slots, dtype=np.int64), np.array(sizes, dtype=np.int64))
+            if len(self._image_cache) > 4096:
+                self._image_cache.clear()
+            self._image_cache[image] = hit
+        return hit
 
     def port_users(self, protocol: str, port: int) -> Mapping[str, int]:
         return self._port_nodes.get((protocol, port), {})
@@ -917,6 +933,7 @@ class ClusterSnapshot:
         for names, size in view.images:
             for n in names:
                 self._image_nodes.setdefault(n, {})[view.name] = size
+        self._image_cache.clear()
         self.version += 1
 
     def _entry_keys_on(self, node_name: str) -> list[str]:
@@ -950,6 +967,7 @@ class ClusterSnapshot:
         self.unschedulable[slot] = False
         self.taint_set[slot] = 0
         self._free.append(slot)
+        self._image_cache.clear()
         self._sorted = None
         self._node_names_sorted = None
         self.version += 1
@@ -1084,14 +1102,25 @@ class ClusterSnapshot:
                         del table[t]
 
     def upsert_pod(self, pod: Mapping[str, Any] | PodView) -> None:
+        """Add or update a pod (moves, phase changes, deletion marks all handled).
+
+        A reservation made for this pod (same uid, or annotation
+        placement-webhook.io/reservation equal to its key) is dropped as soon
+        as the real pod counts (bound and not terminal) or becomes terminal;
+        while the real pod is still pending (nodeAffinity mode) the
+        reservation keeps holding the slot, so nothing is counted twice and
+        nothing is counted zero times.
+        """
         pv = pod if isinstance(pod, PodView) else PodView.from_dict(pod)
-        if pv.reservation is not None:
-            self.forget(pv.reservation)
-        if pv.uid:
-            key = self._reservation_by_uid.get(pv.uid)
-            if key is not None:
-                self.forget(key)
         uid = pv.uid or pv.key
+        keys = [k for k in (pv.reservation, self._reservation_by_uid.get(pv.uid)) if k]
+        if keys:
+            if pv.node_name or pv.is_terminal:
+                for k in keys:
+                    self.forget(k)
+            else:
+                for k in keys:
+                    self._reservation_of_pod[uid] = k
         old = self._pods.get(uid)
         if old is not None and old == pv:
             return
@@ -1103,6 +1132,10 @@ class ClusterSnapshot:
         self.version += 1
 
     def remove_pod(self, uid: str) -> None:
+        """Remove a pod by uid (namespace/name for pods without a uid)."""
+        key = self._reservation_of_pod.pop(uid, None)
+        if key is not None:
+            self.forget(key)
         if self._pods.pop(uid, None) is not None:
             self._uncount(uid)
             self.version += 1
@@ -1129,10 +1162,3 @@ class ClusterSnapshot:
         if entry is not None and entry[0].uid:
             self._reservation_by_uid.pop(entry[0].uid, None)
         self._uncount(ek)
-
-
-def empty_snapshot() -> ClusterSnapshot:
-    return ClusterSnapshot()
-
-
-__all__ += ["EVERYTHING", "NOTHING", "empty_snapshot", "tolerates"]

@@ -15,10 +15,16 @@ from typing import Any, Final
 
 from webhook.policy.interface import ArgsError, check_fields
 from webhook.policy.plugins import (
+    image_locality,
+    inter_pod_affinity,
     node_affinity,
+    node_label_number,
     node_name,
+    node_ports,
+    node_resources_balanced_allocation,
     node_resources_fit,
     node_unschedulable,
+    pod_topology_spread,
     taint_toleration,
 )
 
@@ -82,7 +88,15 @@ REGISTRY: Final[Mapping[str, PluginSpec]] = {
         PluginSpec(node_name.NAME, node_name.build, F),
         PluginSpec(taint_toleration.NAME, taint_toleration.build, FS),
         PluginSpec(node_affinity.NAME, node_affinity.build, FS),
+        PluginSpec(node_ports.NAME, node_ports.build, F),
         PluginSpec(node_resources_fit.NAME, node_resources_fit.build, FS),
+        PluginSpec(pod_topology_spread.NAME, pod_topology_spread.build, FS),
+        PluginSpec(inter_pod_affinity.NAME, inter_pod_affinity.build, FS),
+        PluginSpec(
+            node_resources_balanced_allocation.NAME, node_resources_balanced_allocation.build, S
+        ),
+        PluginSpec(image_locality.NAME, image_locality.build, S),
+        PluginSpec(node_label_number.NAME, node_label_number.build, S),
         *_UNMODELED,
     )
 }

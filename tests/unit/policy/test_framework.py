@@ -114,3 +114,24 @@ def test_total_score_is_the_weighted_sum() -> None:
     d = place(make_pod("p", "1", "1Gi"), snapshot([make_node("a")]), prof)
     s = d.scores["a"]
     assert s["total"] == 3 * s["NodeResourcesFit"] + 2 * s["TaintToleration"]
+
+
+def test_scheduling_gates_are_a_skip_reason() -> None:
+    d = place(
+        make_pod("p", schedulingGates=[{"name": "example.com/quota"}]), snapshot([make_node("a")])
+    )
+    assert d.code is Code.Skip and "example.com/quota" in d.message
+
+
+def test_reservations_steer_the_next_decision() -> None:
+    snap = snapshot([make_node("a", cpu="2"), make_node("b", cpu="2")])
+    prof = default_profile()
+    first = schedule(PodView.from_dict(make_pod("p1", "1500m", uid="")), snap, prof)
+    assert first.node is not None
+    snap.assume(PodView.from_dict(make_pod("p1", "1500m", uid="")), first.node, "r1")
+    second = schedule(PodView.from_dict(make_pod("p2", "1500m", uid="")), snap, prof)
+    assert second.node is not None and second.node != first.node
+    snap.assume(PodView.from_dict(make_pod("p2", "1500m", uid="")), second.node, "r2")
+    third = schedule(PodView.from_dict(make_pod("p3", "1500m", uid="")), snap, prof)
+    assert third.node is None
+    assert third.message == "0/2 nodes are available: 2 Insufficient cpu."

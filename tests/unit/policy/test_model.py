@@ -240,3 +240,26 @@ def test_snapshot_from_a_kubectl_list() -> None:
     snap = ClusterSnapshot.from_list(doc)
     assert len(snap) == 1 and len(snap.pods_on("a")) == 1
     assert snap.namespace_labels("default")["team"] == "x"
+
+
+def test_reservation_holds_while_the_real_pod_is_still_pending() -> None:
+    snap = snapshot([make_node("a")])
+    snap.assume(PodView.from_dict(make_pod("p", "2", "1Gi", uid="")), "a", "r1")
+    pending = make_pod("p", "2", "1Gi", phase="Pending")
+    pending["metadata"]["annotations"] = {"placement-webhook.io/reservation": "r1"}
+    snap.upsert_pod(pending)
+    assert _requested(snap, "a") == (2000, 1024**3, 1)
+    bound = make_pod("p", "2", "1Gi", node="a")
+    bound["metadata"]["annotations"] = {"placement-webhook.io/reservation": "r1"}
+    snap.upsert_pod(bound)
+    assert _requested(snap, "a") == (2000, 1024**3, 1)
+
+
+def test_deleting_a_pending_pod_releases_its_reservation() -> None:
+    snap = snapshot([make_node("a")])
+    snap.assume(PodView.from_dict(make_pod("p", "2", "1Gi", uid="")), "a", "r1")
+    pending = make_pod("p", "2", "1Gi", phase="Pending")
+    pending["metadata"]["annotations"] = {"placement-webhook.io/reservation": "r1"}
+    snap.upsert_pod(pending)
+    snap.remove_pod("uid-default-p")
+    assert _requested(snap, "a") == (0, 0, 0)

@@ -128,3 +128,23 @@ def test_added_affinity_from_args_is_enforced() -> None:
     d = place(make_pod("p"), snapshot(nodes), prof)
     assert d.node == "a"
     assert d.node_reasons["b"] == ("node(s) didn't match scheduler-enforced node affinity",)
+
+
+def test_conflicting_node_name_terms_reject_the_pod_before_filtering() -> None:
+    term = {
+        "matchFields": [
+            expr("metadata.name", "In", "a"),
+            expr("metadata.name", "In", "b"),
+        ]
+    }
+    d = place(make_pod("p", affinity=req(term)), snapshot([make_node("a"), make_node("b")]), NA)
+    assert d.node is None
+    assert d.message == "0/2 nodes are available: pod affinity terms conflict."
+
+
+def test_pinning_to_a_missing_node_reports_every_node_as_absent() -> None:
+    pod = make_pod("p", affinity=req({"matchFields": [expr("metadata.name", "In", "gone")]}))
+    d = place(pod, snapshot([make_node("a"), make_node("b")]), NA)
+    assert d.message == (
+        "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+    )

@@ -193,6 +193,7 @@ def test_extended_resource_is_scored_only_when_requested() -> None:
             "NodeResourcesFit",
             """
             scoringStrategy:
+              type: LeastAllocated
               resources: [{name: cpu, weight: 1}, {name: nvidia.com/gpu, weight: 3}]
             """,
         ),

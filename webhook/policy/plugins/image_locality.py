@@ -27,19 +27,16 @@ class ImageLocality:
     def score(self, state: CycleState, slots: SlotArray) -> IntArray | None:
         snap = state.snapshot
         total_nodes = len(snap)
-        sums = np.zeros(len(slots), dtype=np.int64)
+        per_slot = np.zeros(len(snap.alive), dtype=np.int64)
         if total_nodes:
-            pos = {s: i for i, s in enumerate(slots.tolist())} if state.pod.images else {}
             for image in state.pod.images:
-                holders = snap.image_nodes(image)
-                if not holders:
+                holder_slots, sizes = snap.image_slots(image)
+                if len(holder_slots) == 0:
                     continue
-                spread = len(holders) / total_nodes
-                for node_name, size in holders.items():
-                    slot = snap.slot_of(node_name)
-                    i = pos.get(slot) if slot is not None else None
-                    if i is not None:
-                        sums[i] += int(size * spread)
+                spread = len(holder_slots) / total_nodes
+                # int64(float64(size) * spread): truncation, sizes are non-negative
+                np.add.at(per_slot, holder_slots, (sizes * spread).astype(np.int64))
+        sums = per_slot[slots]
         n = state.pod.num_containers
         max_threshold = MAX_CONTAINER_THRESHOLD * n
         clamped = np.clip(sums, MIN_THRESHOLD, max(max_threshold, MIN_THRESHOLD))

@@ -57,7 +57,9 @@ from webhook.policy.status import Code, Status
 NAME: Final = "InterPodAffinity"
 ERR_REASON_AFFINITY: Final = "node(s) didn't match pod affinity rules"
 ERR_REASON_ANTI_AFFINITY: Final = "node(s) didn't match pod anti-affinity rules"
-ERR_REASON_EXISTING_ANTI_AFFINITY: Final = "node(s) didn't satisfy existing pods anti-affinity rules"
+ERR_REASON_EXISTING_ANTI_AFFINITY: Final = (
+    "node(s) didn't satisfy existing pods anti-affinity rules"
+)
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,7 @@ class BalancedAllocationArgs:
         resources = parse_resources(args.get("resources"), "resources")
         for i, r in enumerate(resources):
             if r.weight != 1:
-                raise ArgsError(
-                    f"resources[{i}].weight", f"resource weight of {r.name} should be 1"
-                )
+                raise ArgsError(f"resources[{i}].weight", f"must be 1, got {r.weight}")
         return BalancedAllocationArgs(resources)
 
 

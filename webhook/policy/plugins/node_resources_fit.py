@@ -81,7 +81,7 @@ def parse_resources(raw: Any, path: str) -> tuple[ResourceSpec, ...]:
         if w == 0:
             w = 1
         if not 1 <= w <= 100:
-            raise ArgsError(f"{p}.weight", f"resource weight of {name} not in valid range [1, 100]")
+            raise ArgsError(f"{p}.weight", f"resource weight of {name} not in valid range (0, 100]")
         out.append(ResourceSpec(name, w))
     return tuple(out)
 
@@ -122,7 +122,8 @@ class FitArgs:
             {"type", "resources", "requestedToCapacityRatio"},
             "scoringStrategy",
         )
-        typ = strat.get("type") or LEAST_ALLOCATED
+        # kube-scheduler defaults the whole strategy, but not a missing type
+        typ = strat.get("type") if args.get("scoringStrategy") is not None else LEAST_ALLOCATED
         if typ not in _STRATEGIES:
             raise ArgsError(
                 "scoringStrategy.type",

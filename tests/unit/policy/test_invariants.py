@@ -1,0 +1,542 @@
+"""Hypothesis invariants of the policy core.
+
+- the vectorised filters agree with a slow per-node reference written
+  straight from kube-scheduler's plugin code (first failing plugin wins);
+- normalised scores stay within 0..100 and totals are weighted sums;
+- verdicts do not depend on the order nodes and pods were added, and an
+  incrementally maintained snapshot decides like one built from scratch;
+- a placed pod passes every enabled filter;
+- explain and schedule agree.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from policy_builders import make_node, make_pod
+
+from webhook import explain
+from webhook.policy.framework import schedule
+from webhook.policy.interface import CycleState
+from webhook.policy.model import ClusterSnapshot, PodView, Taint, tolerates
+from webhook.policy.profile import Profile, load_policy
+from webhook.policy.selectors import parse_int64
+
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+TAINTS = [
+    {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+    {"key": "spot", "value": "", "effect": "PreferNoSchedule"},
+    {"key": "maint", "value": "", "effect": "NoExecute"},
+]
+TOLERATIONS = [
+    {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+    {"key": "maint", "operator": "Exists"},
+    {"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"},
+    {"operator": "Exists"},
+]
+
+
+@st.composite
+def nodes_st(draw: st.DrawFn) -> list[dict[str, Any]]:
+    n = draw(st.integers(2, 7))
+    out = []
+    for i in range(n):
+        labels = {}
+        zone = draw(st.sampled_from(["z1", "z2", "z3", None]))
+        if zone:
+            labels[ZONE] = zone
+        disk = draw(st.sampled_from(["ssd", "hdd", None]))
+        if disk:
+            labels["disk"] = disk
+        gen = draw(st.sampled_from(["1", "3", "5", "x", None]))
+        if gen:
+            labels["gen"] = gen
+        out.append(
+            make_node(
+                f"n{i}",
+                cpu=draw(st.sampled_from(["1", "2", "4"])),
+                memory=draw(st.sampled_from(["1Gi", "2Gi", "4Gi"])),
+                pods=draw(st.sampled_from(["2", "110"])),
+                labels=labels,
+                taints=draw(
+                    st.sampled_from(
+                        [[], [], [], [], [TAINTS[0]], [TAINTS[1]], [TAINTS[2]], TAINTS[:2]]
+                    )
+                ),
+                unschedulable=draw(st.sampled_from([False] * 9 + [True])),
+                images=[(["registry.example/app:1"], 300 * 1024 * 1024)]
+                if draw(st.booleans())
+                else None,
+            )
+        )
+    return out
+
+
+def _term(draw: st.DrawFn) -> dict[str, Any]:
+    t: dict[str, Any] = {
+        "labelSelector": {"matchLabels": {"app": draw(st.sampled_from(["web", "db"]))}},
+        "topologyKey": draw(st.sampled_from([ZONE, HOST])),
+    }
+    ns = draw(st.sampled_from([None, ["other"], "all"]))
+    if ns == "all":
+        t["namespaceSelector"] = {}
+    elif ns:
+        t["namespaces"] = ns
+    return t
+
+
+def _with_ports(pod: dict[str, Any], ports: list[int]) -> dict[str, Any]:
+    if ports:
+        pod["spec"]["containers"][0]["ports"] = [
+            {"containerPort": 80, "hostPort": p} for p in ports
+        ]
+    return pod
+
+
+@st.composite
+def existing_pods_st(draw: st.DrawFn, node_names: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for i in range(draw(st.integers(0, 12))):
+        spec: dict[str, Any] = {}
+        if draw(st.integers(0, 3)) == 0:
+            spec["affinity"] = {
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [_term(draw)]}
+            }
+        pod = make_pod(
+            f"e{i}",
+            cpu=draw(st.sampled_from(["100m", "500m", "1", None])),
+            memory=draw(st.sampled_from(["128Mi", "1Gi", None])),
+            node=draw(st.sampled_from(node_names)),
+            namespace=draw(st.sampled_from(["default", "default", "other"])),
+            labels={"app": draw(st.sampled_from(["web", "db", "cache"]))},
+            phase=draw(st.sampled_from(["Running", "Running", "Running", "Succeeded"])),
+            **spec,
+        )
+        out.append(_with_ports(pod, draw(st.sampled_from([[], [], [80]]))))
+    return out
+
+
+@st.composite
+def incoming_st(draw: st.DrawFn) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    tols = draw(st.lists(st.sampled_from(TOLERATIONS), max_size=2))
+    if tols:
+        spec["tolerations"] = tols
+    if draw(st.integers(0, 3)) == 0:
+        spec["nodeSelector"] = {"disk": draw(st.sampled_from(["ssd", "hdd"]))}
+    reqs = draw(
+        st.sampled_from(
+            [
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                {"key": ZONE, "operator": "In", "values": ["z1", "z2"]},
+                {"key": "disk", "operator": "DoesNotExist"},
+                {"key": "gen", "operator": "Gt", "values": ["2"]},
+                {"key": "gen", "operator": "Lt", "values": ["4"]},
+            ]
+        )
+    )
+    affinity: dict[str, Any] = {}
+    if reqs:
+        affinity["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [reqs]}]
+            }
+        }
+    if draw(st.booleans()):
+        affinity["nodeAffinity"] = {
+            **affinity.get("nodeAffinity", {}),
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 5,
+                    "preference": {
+                        "matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]
+                    },
+                }
+            ],
+        }
+    kind = draw(st.sampled_from(["none", "aff", "aff", "anti", "anti", "pref"]))
+    if kind == "aff":
+        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [_term(draw)]}
+    elif kind == "anti":
+        affinity["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [_term(draw)]
+        }
+    elif kind == "pref":
+        affinity["podAntiAffinity"] = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 10, "podAffinityTerm": _term(draw)}
+            ]
+        }
+    if affinity:
+        spec["affinity"] = affinity
+    if draw(st.integers(0, 2)) > 0:
+        c: dict[str, Any] = {
+            "maxSkew": draw(st.integers(1, 2)),
+            "topologyKey": draw(st.sampled_from([ZONE, HOST])),
+            "whenUnsatisfiable": draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway"])),
+            "labelSelector": {"matchLabels": {"app": draw(st.sampled_from(["web", "db"]))}},
+        }
+        if draw(st.booleans()):
+            c["minDomains"] = draw(st.integers(1, 4))
+        if draw(st.booleans()):
+            c["nodeTaintsPolicy"] = "Honor"
+        if draw(st.booleans()):
+            c["nodeAffinityPolicy"] = "Ignore"
+        spec["topologySpreadConstraints"] = [c]
+    pod = make_pod(
+        "incoming",
+        cpu=draw(st.sampled_from(["100m", "1", "3", None])),
+        memory=draw(st.sampled_from(["256Mi", "3Gi", None])),
+        labels={"app": draw(st.sampled_from(["web", "db", "cache"]))},
+        uid="",
+        **spec,
+    )
+    return _with_ports(pod, draw(st.sampled_from([[], [80]])))
+
+
+@st.composite
+def scenario(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    nodes = draw(nodes_st())
+    pods = draw(existing_pods_st([n["metadata"]["name"] for n in nodes]))
+    return nodes, pods, draw(incoming_st())
+
+
+ALL_NODES = load_policy(
+    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+    "percentageOfNodesToScore: 100\n"
+    "profiles:\n  - plugins:\n      multiPoint:\n"
+    "        enabled: [{name: NodeLabelNumber, weight: 2}]\n"
+    "    pluginConfig:\n      - {name: NodeLabelNumber, args: {labelKey: gen}}\n"
+).default_profile
+
+
+# ---------------------------------------------------------------- reference
+
+
+class Ref:
+    """Per-node filters transcribed from kube-scheduler (no vectorisation)."""
+
+    def __init__(
+        self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], pod: dict[str, Any]
+    ) -> None:
+        self.nodes = nodes
+        self.pod = PodView.from_dict(pod)
+        self.existing = [
+            (PodView.from_dict(p), p["spec"]["nodeName"])
+            for p in pods
+            if not PodView.from_dict(p).is_terminal
+        ]
+
+    def labels(self, node: Mapping[str, Any]) -> dict[str, str]:
+        return dict(node["metadata"]["labels"])
+
+    def on(self, name: str) -> list[PodView]:
+        return [p for p, n in self.existing if n == name]
+
+    def node_affinity_match(self, node: Mapping[str, Any]) -> bool:
+        labels = self.labels(node)
+        if any(labels.get(k) != v for k, v in self.pod.node_selector.items()):
+            return False
+        req = self.pod.required_node_affinity
+        return req is None or req.matches(node["metadata"]["name"], labels)
+
+    def untolerated(self, node: Mapping[str, Any], effects: set[str]) -> Taint | None:
+        for t in node["spec"].get("taints", []):
+            taint = Taint(t["key"], t.get("value", ""), t["effect"])
+            if taint.effect in effects and not tolerates(self.pod.tolerations, taint):
+                return taint
+        return None
+
+    def reasons(
+        self, node: Mapping[str, Any], only: set[str] | None = None
+    ) -> tuple[str, ...] | None:
+        pod = self.pod
+        name = node["metadata"]["name"]
+
+        def on(plugin: str) -> bool:
+            return only is None or plugin in only
+
+        if (
+            on("NodeUnschedulable")
+            and node["spec"].get("unschedulable")
+            and not tolerates(
+                pod.tolerations, Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+            )
+        ):
+            return ("node(s) were unschedulable",)
+        t = self.untolerated(node, {"NoSchedule", "NoExecute"})
+        if on("TaintToleration") and t is not None:
+            return (f"node(s) had untolerated taint {{{t.key}: {t.value}}}",)
+        if on("NodeAffinity") and not self.node_affinity_match(node):
+            return ("node(s) didn't match Pod's node affinity/selector",)
+        used = {hp for p in self.on(name) for hp in p.host_ports}
+        for want in pod.host_ports if on("NodePorts") else ():
+            for u in used:
+                if (
+                    u.protocol == want.protocol
+                    and u.port == want.port
+                    and ("0.0.0.0" in (u.ip, want.ip) or u.ip == want.ip)
+                ):
+                    return ("node(s) didn't have free ports for the requested pod ports",)
+        res = self.resources(node) if on("NodeResourcesFit") else ()
+        if res:
+            return res
+        spread = self.spread(node) if on("PodTopologySpread") else ()
+        if spread:
+            return spread
+        return self.inter_pod(node) if on("InterPodAffinity") else None
+
+    def resources(self, node: Mapping[str, Any]) -> tuple[str, ...]:
+        from webhook.policy.quantity import quantity_milli, quantity_value
+
+        alloc = node["status"]["allocatable"]
+        pods = self.on(node["metadata"]["name"])
+        out = []
+        if len(pods) + 1 > quantity_value(alloc["pods"]):
+            out.append("Too many pods")
+        for r in ("cpu", "memory"):
+            want = self.pod.requests.get(r, 0)
+            if want <= 0:
+                continue
+            cap = quantity_milli(alloc[r]) if r == "cpu" else quantity_value(alloc[r])
+            used = sum(p.requests.get(r, 0) for p in pods)
+            if want > cap - used:
+                out.append(f"Insufficient {r}")
+        return tuple(out)
+
+    def spread(self, node: Mapping[str, Any]) -> tuple[str, ...]:
+        pod = self.pod
+        cons = [c for c in pod.spread_constraints if c.when_unsatisfiable == "DoNotSchedule"]
+        for c in cons:
+            counts: dict[str, int] = {}
+            for n in self.nodes:
+                lab = self.labels(n)
+                if not all(x.topology_key in lab for x in cons):
+                    continue
+                if c.node_affinity_policy == "Honor" and not self.node_affinity_match(n):
+                    continue
+                if c.node_taints_policy == "Honor" and self.untolerated(
+                    n, {"NoSchedule", "NoExecute"}
+                ):
+                    continue
+                cnt = 0
+                if not c.selector.empty:
+                    cnt = sum(
+                        1
+                        for p in self.on(n["metadata"]["name"])
+                        if p.namespace == pod.namespace and c.selector.matches(p.labels)
+                    )
+                v = lab[c.topology_key]
+                counts[v] = counts.get(v, 0) + cnt
+            labels = self.labels(node)
+            if c.topology_key not in labels:
+                return (
+                    "node(s) didn't match pod topology spread constraints (missing required label)",
+                )
+            min_match = (
+                0 if len(counts) < c.min_domains else min(counts.values(), default=2**31 - 1)
+            )
+            self_match = 1 if c.selector.matches(pod.labels) else 0
+            if counts.get(labels[c.topology_key], 0) + self_match - min_match > c.max_skew:
+                return ("node(s) didn't match pod topology spread constraints",)
+        return ()
+
+    def inter_pod(self, node: Mapping[str, Any]) -> tuple[str, ...] | None:
+        pod = self.pod
+        labels = self.labels(node)
+
+        def ns_labels(ns: str) -> dict[str, str]:
+            return {"kubernetes.io/metadata.name": ns}
+
+        def node_labels(name: str) -> dict[str, str]:
+            return next(self.labels(n) for n in self.nodes if n["metadata"]["name"] == name)
+
+        if pod.required_affinity:
+            counts: dict[tuple[str, str], int] = {}
+            for p, n in self.existing:
+                if all(
+                    t.matches(p.namespace, p.labels, ns_labels(p.namespace))
+                    for t in pod.required_affinity
+                ):
+                    nl = node_labels(n)
+                    for t in pod.required_affinity:
+                        if t.topology_key in nl:
+                            k = (t.topology_key, nl[t.topology_key])
+                            counts[k] = counts.get(k, 0) + 1
+            exist = True
+            for t in pod.required_affinity:
+                if t.topology_key not in labels:
+                    return ("node(s) didn't match pod affinity rules",)
+                if counts.get((t.topology_key, labels[t.topology_key]), 0) <= 0:
+                    exist = False
+            if not exist and not (
+                not counts
+                and all(
+                    t.matches(pod.namespace, pod.labels, ns_labels(pod.namespace))
+                    for t in pod.required_affinity
+                )
+            ):
+                return ("node(s) didn't match pod affinity rules",)
+        for t in pod.required_anti_affinity:
+            if t.topology_key not in labels:
+                continue
+            for p, n in self.existing:
+                nl = node_labels(n)
+                if nl.get(t.topology_key) == labels[t.topology_key] and t.matches(
+                    p.namespace, p.labels, ns_labels(p.namespace)
+                ):
+                    return ("node(s) didn't match pod anti-affinity rules",)
+        for p, n in self.existing:
+            nl = node_labels(n)
+            for t in p.required_anti_affinity:
+                same_domain = (
+                    t.topology_key in nl and labels.get(t.topology_key) == nl[t.topology_key]
+                )
+                if same_domain and t.matches(pod.namespace, pod.labels, ns_labels(pod.namespace)):
+                    return ("node(s) didn't satisfy existing pods anti-affinity rules",)
+        return None
+
+
+@SETTINGS
+@given(scenario())
+def test_vectorised_filters_agree_with_the_per_node_reference(sc: Any) -> None:
+    nodes, pods, incoming = sc
+    ref = Ref(nodes, pods, incoming)
+    expected = {n["metadata"]["name"]: r for n in nodes if (r := ref.reasons(n))}
+    snap = ClusterSnapshot.from_objects(nodes, pods)
+    d = schedule(PodView.from_dict(incoming), snap, ALL_NODES)
+    assert dict(d.node_reasons) == expected
+    assert set(d.feasible_nodes) == {n["metadata"]["name"] for n in nodes} - set(expected)
+    assert (d.node is None) == (not d.feasible_nodes)
+
+
+SPREAD_AND_AFFINITY = load_policy(
+    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+    "percentageOfNodesToScore: 100\n"
+    "profiles:\n  - plugins:\n      filter:\n        disabled: [{name: '*'}]\n"
+    "        enabled: [{name: PodTopologySpread}, {name: InterPodAffinity}]\n"
+).default_profile
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario())
+def test_spread_and_inter_pod_affinity_filters_agree_with_the_reference(sc: Any) -> None:
+    nodes, pods, incoming = sc
+    ref = Ref(nodes, pods, incoming)
+    only = {"PodTopologySpread", "InterPodAffinity"}
+    expected = {n["metadata"]["name"]: r for n in nodes if (r := ref.reasons(n, only))}
+    snap = ClusterSnapshot.from_objects(nodes, pods)
+    d = schedule(PodView.from_dict(incoming), snap, SPREAD_AND_AFFINITY)
+    assert dict(d.node_reasons) == expected
+
+
+@SETTINGS
+@given(scenario())
+def test_scores_are_normalized_and_totals_are_weighted_sums(sc: Any) -> None:
+    nodes, pods, incoming = sc
+    d = schedule(PodView.from_dict(incoming), ClusterSnapshot.from_objects(nodes, pods), ALL_NODES)
+    for row in d.scores.values():
+        total = 0
+        for plugin, score in row.items():
+            if plugin == "total":
+                continue
+            assert 0 <= score <= 100, (plugin, score)
+            total += d.weights[plugin] * score
+        assert row["total"] == total
+    if d.node is not None:
+        best = max(r["total"] for r in d.scores.values())
+        assert d.scores[d.node]["total"] == best
+
+
+@SETTINGS
+@given(scenario(), st.randoms(use_true_random=False))
+def test_verdicts_do_not_depend_on_insertion_order_or_history(sc: Any, rnd: random.Random) -> None:
+    nodes, pods, incoming = sc
+    pod = PodView.from_dict(incoming)
+    a = schedule(pod, ClusterSnapshot.from_objects(nodes, pods), ALL_NODES)
+
+    shuffled_nodes, shuffled_pods = list(nodes), list(pods)
+    rnd.shuffle(shuffled_nodes)
+    rnd.shuffle(shuffled_pods)
+    snap = ClusterSnapshot()
+    # history: pods first (nodes unknown), a node removed and re-added, pods moved back and forth
+    for p in shuffled_pods:
+        snap.upsert_pod(p)
+    for n in shuffled_nodes:
+        snap.upsert_node(n)
+    victim = shuffled_nodes[0]
+    snap.remove_node(victim["metadata"]["name"])
+    for p in shuffled_pods:
+        moved = {**p, "spec": {**p["spec"], "nodeName": victim["metadata"]["name"]}}
+        snap.upsert_pod(moved)
+    snap.upsert_node(victim)
+    for p in shuffled_pods:
+        snap.upsert_pod(p)
+    snap.assume(PodView.from_dict(make_pod("ghost", "1")), victim["metadata"]["name"], "r")
+    snap.forget("r")
+    b = schedule(pod, snap, ALL_NODES)
+    assert dict(a.node_reasons) == dict(b.node_reasons)
+    assert set(a.feasible_nodes) == set(b.feasible_nodes)
+    assert {n: dict(s) for n, s in a.scores.items()} == {n: dict(s) for n, s in b.scores.items()}
+    assert a.node == b.node
+
+
+def _passes_alone(pod: PodView, snap: ClusterSnapshot, profile: Profile, node: str) -> list[str]:
+    slot = snap.slot_of(node)
+    assert slot is not None
+    failing = []
+    for plugin in profile.filters:
+        state = CycleState(pod=pod, snapshot=snap, slots=snap.sorted_slots())
+        res = plugin.filter(state)
+        if res is None:
+            continue
+        pos = list(snap.sorted_slots()).index(slot)
+        if res.status_index[pos] >= 0:
+            failing.append(plugin.name)
+    return failing
+
+
+@SETTINGS
+@given(scenario())
+def test_a_placed_pod_passes_every_enabled_filter(sc: Any) -> None:
+    nodes, pods, incoming = sc
+    snap = ClusterSnapshot.from_objects(nodes, pods)
+    pod = PodView.from_dict(incoming)
+    d = schedule(pod, snap, ALL_NODES)
+    if d.node is not None:
+        assert _passes_alone(pod, snap, ALL_NODES, d.node) == []
+
+
+@SETTINGS
+@given(scenario())
+def test_explain_and_schedule_agree(sc: Any) -> None:
+    nodes, pods, incoming = sc
+    snap = ClusterSnapshot.from_objects(nodes, pods)
+    pod = PodView.from_dict(incoming)
+    from webhook.policy.profile import Policy
+
+    policy = Policy(profiles={"default-scheduler": ALL_NODES})
+    decision, profile = explain.explain(pod, snap, policy)
+    out = explain.to_json(decision, pod, profile)
+    direct = schedule(pod, snap, ALL_NODES)
+    assert out["selectedNode"] == direct.node
+    assert out["unschedulableReasons"] == {n: list(r) for n, r in direct.node_reasons.items()}
+    assert out["scores"] == {n: dict(s) for n, s in direct.scores.items()}
+    assert out["feasibleNodes"] == list(direct.feasible_nodes)
+
+
+def test_reference_helpers_parse_gt_values() -> None:
+    assert parse_int64("5") == 5 and parse_int64("x") is None
