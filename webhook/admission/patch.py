@@ -53,9 +53,8 @@ def decision_annotations(decision: Decision) -> dict[str, str]:
     )
     if decision.node is not None:
         notes[SELECTED_NODE] = decision.node
-    if decision.scores:
-        best = sorted(decision.scores.items(), key=lambda kv: (-kv[1].get("total", 0), kv[0]))
-        best = best[:TOP_NODES]
+    if decision.best_scores:
+        best = decision.best_scores[:TOP_NODES]
         notes[SCORE_RESULT] = _bounded(
             {node: {k: v for k, v in s.items() if k != "total"} for node, s in best}
         )

@@ -107,16 +107,20 @@ class Placer:
             return Outcome(
                 "skipped", "cluster view not synced (left to the default scheduler)", "not-ready"
             )
-        return self._decide(pod, namespace, dry_run=request.dry_run)
+        return self._decide(pod, namespace, dry_run=request.dry_run, seed=request.uid)
 
-    def _decide(self, pod: Mapping[str, Any], namespace: str, *, dry_run: bool) -> Outcome:
+    def _decide(
+        self, pod: Mapping[str, Any], namespace: str, *, dry_run: bool, seed: str
+    ) -> Outcome:
         scheduler = (pod.get("spec") or {}).get("schedulerName") or ""
         profile = self.policy.profile_for(scheduler)
         if profile is None:
             return Outcome("skipped", f"no profile for scheduler {scheduler!r}", "no-profile")
         view = PodView.from_dict(_with_namespace(pod, namespace))
         ttl = self.policy.placement.reservation_ttl_seconds
-        decision, key = self.view.place(view, profile, reserve_for=None if dry_run else ttl)
+        decision, key = self.view.place(
+            view, profile, reserve_for=None if dry_run else ttl, seed=seed
+        )
         notes = patches.decision_annotations(decision)
         if decision.code is Code.Skip:
             skipped = {patches.SKIPPED: decision.message[:512]}

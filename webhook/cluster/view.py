@@ -176,16 +176,18 @@ class ClusterView:
 
     # ---- placing -------------------------------------------------------
     def place(
-        self, pod: PodView, profile: Profile, *, reserve_for: float | None
+        self, pod: PodView, profile: Profile, *, reserve_for: float | None, seed: str | None = None
     ) -> tuple[Decision, str | None]:
         """Decide for `pod`; when placed and `reserve_for` is set, hold the slot that long.
 
+        `seed` breaks ties between equally good nodes (the admission request
+        uid: pods of one ReplicaSet have no name or uid yet at admission).
         Returns the decision and the reservation id (None for a dry run, or
         when nothing was placed).
         """
         with self._lock:
             self._expire_locked()
-            decision = schedule(pod, self._snapshot, profile)
+            decision = schedule(pod, self._snapshot, profile, seed=seed)
             if decision.code is not Code.Success or decision.node is None or reserve_for is None:
                 return decision, None
             key = uuid.uuid4().hex
