@@ -44,7 +44,7 @@ def test_example_pod_is_placed_and_exit_code_is_zero(capsys: pytest.CaptureFixtu
     )
     assert code == 0, err
     assert "PLACED: placed on node-b1" in out
-    assert "node(s) had untolerated taint {dedicated: gpu}" in out
+    assert "node(s) had untolerated taint(s)" in out
 
 
 def test_unschedulable_pod_exits_with_three_and_kube_scheduler_message(

@@ -279,7 +279,7 @@ class Ref:
             return ("node(s) were unschedulable",)
         t = self.untolerated(node, {"NoSchedule", "NoExecute"})
         if on("TaintToleration") and t is not None:
-            return (f"node(s) had untolerated taint {{{t.key}: {t.value}}}",)
+            return ("node(s) had untolerated taint(s)",)
         if on("NodeAffinity") and not self.node_affinity_match(node):
             return ("node(s) didn't match Pod's node affinity/selector",)
         used = {hp for p in self.on(name) for hp in p.host_ports}

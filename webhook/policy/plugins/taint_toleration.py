@@ -1,7 +1,9 @@
 """TaintToleration.
 
-Filter: the first NoSchedule/NoExecute taint (in node order) that the pod does
-not tolerate rejects the node, reason "node(s) had untolerated taint {k: v}".
+Filter: a NoSchedule/NoExecute taint that the pod does not tolerate rejects
+the node, reason "node(s) had untolerated taint(s)" — the words of the pinned
+kube-scheduler (v1.37), which no longer names the taint (values may be
+private); tests/e2e/test_parity.py diffs the two.
 Score: the number of PreferNoSchedule taints not tolerated by the pod's
 tolerations with effect PreferNoSchedule or empty; normalised reversed.
 
@@ -25,13 +27,11 @@ from webhook.policy.interface import (
 )
 from webhook.policy.model import tolerates
 from webhook.policy.nodematch import DO_NOT_SCHEDULE_EFFECTS, untolerated_per_taint_set
-from webhook.policy.status import Status
 
 NAME: Final = "TaintToleration"
 
 
-def untolerated_reason(key: str, value: str) -> str:
-    return f"node(s) had untolerated taint {{{key}: {value}}}"
+UNTOLERATED: Final = "node(s) had untolerated taint(s)"
 
 
 @dataclass(frozen=True)
@@ -40,21 +40,11 @@ class TaintToleration:
 
     def filter(self, state: CycleState) -> FilterResult | None:
         per_set = untolerated_per_taint_set(state, DO_NOT_SCHEDULE_EFFECTS)
-        statuses: list[Status] = []
-        codes = np.full(len(per_set), -1, dtype=np.int32)
-        seen: dict[tuple[str, str], int] = {}
-        for i, taint in enumerate(per_set):
-            if taint is None:
-                continue
-            k = (taint.key, taint.value)
-            if k not in seen:
-                seen[k] = len(statuses)
-                statuses.append(rejected(untolerated_reason(taint.key, taint.value), NAME))
-            codes[i] = seen[k]
-        if not statuses:
+        codes = np.array([-1 if t is None else 0 for t in per_set], dtype=np.int32)
+        if not (codes == 0).any():
             return None
         return FilterResult.from_codes(
-            codes[state.snapshot.taint_set[state.slots]], tuple(statuses)
+            codes[state.snapshot.taint_set[state.slots]], (rejected(UNTOLERATED, NAME),)
         )
 
     def score(self, state: CycleState, slots: SlotArray) -> IntArray | None:
