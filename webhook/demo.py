@@ -78,7 +78,8 @@ def _why(pod: dict[str, Any]) -> str:
     rejected = filtered.get("rejected") or {}
     text = f"best of {filtered['feasible']} feasible (score {final.get(node, '?')})"
     if rejected:
-        top = ", ".join(f"{n} {r}" for r, n in list(rejected.items())[:2])
+        most = sorted(rejected.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+        top = ", ".join(f"{n} {r}" for r, n in most)
         text += f"; rejected: {top}"
     return text
 
