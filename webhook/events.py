@@ -134,3 +134,10 @@ class EventRecorder:
             except Exception as err:
                 log.warning("event %s on %s/%s not written: %s", spec.reason,
                             spec.namespace, spec.pod_name, err)  # fmt: skip
+
+
+def placement_conflict(
+    namespace: str, name: str, uid: str, note: str, action: str = "Report"
+) -> EventSpec:
+    """Warning on the pod that lost a placement conflict (action Report or Evict)."""
+    return EventSpec(namespace, name, uid, "Warning", "PlacementConflict", note, action)

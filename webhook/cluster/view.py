@@ -201,6 +201,19 @@ class ClusterView:
             )
             return decision, key
 
+    def release(self, key: str) -> bool:
+        """Give reservation `key` back now (its bind failed); False when already gone.
+
+        The admission path cannot know when a pod it placed is rejected later
+        and relies on the TTL; a binder knows at once and should not keep a
+        phantom pod on the node until then.
+        """
+        with self._lock:
+            if self._reservations.pop(key, None) is None:
+                return False
+            self._snapshot.forget(key)
+            return True
+
     def expire_reservations(self) -> int:
         with self._lock:
             return self._expire_locked()

@@ -349,9 +349,13 @@ class DevCluster:
 
         The node lifecycle and IPAM controllers are off: there is no kubelet
         heartbeating, and the lifecycle controller would taint every node.
+        Controllers share one identity (no per-controller ServiceAccounts, as
+        the ServiceAccount admission plugin is off); on this throw-away
+        cluster it is in system:masters, since system:kube-controller-manager
+        alone may not read ReplicaSets.
         """
         kubeconfig = self._client_kubeconfig(
-            "kube-controller-manager", "system:kube-controller-manager", ()
+            "kube-controller-manager", "system:kube-controller-manager", ("system:masters",)
         )
         self._spawn(
             "kube-controller-manager",
@@ -362,7 +366,7 @@ class DevCluster:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}",
                 "--leader-elect=false",
-                "--controllers=*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
+                "--controllers=*,-node-lifecycle-controller,-node-ipam-controller",
                 f"--service-account-private-key-file={self.pki / 'sa.key'}",
                 f"--root-ca-file={self.pki / 'ca.crt'}",
                 "--use-service-account-credentials=false",

@@ -132,3 +132,13 @@ def test_namespace_labels_are_unknown_until_the_namespace_is_seen() -> None:
     assert view.namespace_labels("apps") is None
     view.apply("Namespace", "ADDED", {"metadata": {"name": "apps", "labels": {"a": "b"}}})
     assert view.namespace_labels("apps") == {"a": "b", "kubernetes.io/metadata.name": "apps"}
+
+
+def test_a_released_reservation_frees_its_slot_before_its_ttl() -> None:
+    view = one_node_view()
+    node_name, key = place(view, "a")
+    assert node_name == "n1" and key is not None
+    assert place(view, "b", ttl=None)[0] is None
+    assert view.release(key)
+    assert place(view, "b", ttl=None)[0] == "n1"
+    assert not view.release(key)

@@ -28,13 +28,8 @@ def test_number_of_nodes_to_find_follows_kube_scheduler(
 
 
 def test_fit_error_lines_are_sorted_as_strings() -> None:
-    msg = fit_error_message(
-        5, {"Insufficient cpu": 3, "node(s) had untolerated taint(s)": 2}
-    )
-    assert (
-        msg == "0/5 nodes are available: 2 node(s) had untolerated taint(s),"
-        " 3 Insufficient cpu."
-    )
+    msg = fit_error_message(5, {"Insufficient cpu": 3, "node(s) had untolerated taint(s)": 2})
+    assert msg == "0/5 nodes are available: 2 node(s) had untolerated taint(s), 3 Insufficient cpu."
 
 
 def test_unschedulable_message_aggregates_reasons_over_nodes() -> None:

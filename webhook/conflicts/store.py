@@ -1,0 +1,140 @@
+"""The records conflict detection runs over, kept in step with the watches.
+
+Pods are parsed into `PodRecord`s when their event arrives (once), nodes
+into `NodeView`s, so a detection pass only groups and sums. A pass works on
+a copy taken under the lock; the lock is never held while detecting.
+`version` moves on every change, so an unchanged cluster is not re-checked.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.conflicts.model import PodRecord
+from webhook.policy.model import NodeView
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StoreCopy:
+    version: int
+    nodes: Mapping[str, NodeView]
+    pods: tuple[PodRecord, ...]
+    namespace_labels: Mapping[str, Mapping[str, str]]
+
+    def labels_of(self, namespace: str) -> Mapping[str, str]:
+        return self.namespace_labels.get(namespace) or {"kubernetes.io/metadata.name": namespace}
+
+
+class ConflictStore:
+    """Thread-safe records of nodes, pods (bound or rejected) and namespace labels."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._nodes: dict[str, NodeView] = {}
+        self._pods: dict[str, PodRecord] = {}
+        self._namespaces: dict[str, Mapping[str, str]] = {}
+        self.version = 0
+        self.unparsable = 0
+
+    # ---- reading the previous state (the feed compares old and new) ----
+    def node(self, name: str) -> NodeView | None:
+        with self._lock:
+            return self._nodes.get(name)
+
+    def pod(self, uid: str) -> PodRecord | None:
+        with self._lock:
+            return self._pods.get(uid)
+
+    # ---- feeding -------------------------------------------------------
+    def put_node(self, node: Mapping[str, Any]) -> tuple[NodeView | None, NodeView]:
+        """Store a node; returns (previous view, new view)."""
+        view = NodeView.from_dict(node)
+        with self._lock:
+            old = self._nodes.get(view.name)
+            if old != view:
+                self._nodes[view.name] = view
+                self.version += 1
+        return old, view
+
+    def drop_node(self, name: str) -> NodeView | None:
+        with self._lock:
+            old = self._nodes.pop(name, None)
+            if old is not None:
+                self.version += 1
+            return old
+
+    def put_pod(self, pod: Mapping[str, Any]) -> tuple[PodRecord | None, PodRecord | None]:
+        """Store a pod; returns (previous record, new record or None when unparsable)."""
+        try:
+            record: PodRecord | None = PodRecord.from_dict(pod)
+        except (ValueError, TypeError) as err:
+            meta = pod.get("metadata") or {}
+            log.warning("pod %s/%s not parsable: %s", meta.get("namespace"), meta.get("name"), err)
+            self.unparsable += 1
+            record = None
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        with self._lock:
+            old = self._pods.get(uid)
+            if record is None:
+                self._pods.pop(uid, None)
+            elif old != record:
+                self._pods[uid] = record
+            else:
+                return old, record
+            self.version += 1
+        return old, record
+
+    def drop_pod(self, uid: str) -> PodRecord | None:
+        with self._lock:
+            old = self._pods.pop(uid, None)
+            if old is not None:
+                self.version += 1
+            return old
+
+    def put_namespace(self, ns: Mapping[str, Any]) -> None:
+        meta = ns.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        labels.setdefault("kubernetes.io/metadata.name", name)
+        with self._lock:
+            if self._namespaces.get(name) != labels:
+                self._namespaces[name] = labels
+                self.version += 1
+
+    def drop_namespace(self, name: str) -> None:
+        with self._lock:
+            if self._namespaces.pop(name, None) is not None:
+                self.version += 1
+
+    def keep_only(self, kind: str, keys: set[str]) -> None:
+        """After a re-list: forget objects of `kind` whose key is not in `keys`."""
+        with self._lock:
+            table: dict[str, Any]
+            if kind == "Node":
+                table = self._nodes
+            elif kind == "Pod":
+                table = self._pods
+            else:
+                table = self._namespaces
+            gone = [k for k in table if k not in keys]
+            for k in gone:
+                del table[k]
+            if gone:
+                self.version += 1
+
+    # ---- reading -------------------------------------------------------
+    def copy(self) -> StoreCopy:
+        with self._lock:
+            return StoreCopy(
+                self.version, dict(self._nodes), tuple(self._pods.values()), dict(self._namespaces)
+            )
+
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            return len(self._nodes), len(self._pods)
