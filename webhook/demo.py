@@ -1,9 +1,11 @@
 """`make demo`: the webhook placing pods on a real local control plane.
 
 Builds what is missing, starts etcd + kube-apiserver, starts the webhook
-(gunicorn over TLS) and registers it, makes an opted-in namespace, nodes of
-several sizes (one tainted) and about fifty pods, then prints where each pod
-went and why, and stops everything it started.
+(gunicorn over TLS) and registers it, starts the fallback reconciler, makes
+an opted-in namespace, nodes of several sizes (one tainted) and about fifty
+pods, prints where each pod went and why, then adds a node and shows the
+reconciler binding the pods that fit nowhere at admission, and stops
+everything it started.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import Any
 import orjson
 
 from webhook.admission.patch import FILTER_RESULT, FINALSCORE_RESULT, UNSCHEDULABLE
-from webhook.admission.rules import ENABLED_LABEL
+from webhook.admission.rules import ENABLED_LABEL, SCHEDULER_NAME
 from webhook.devcluster import DevCluster, DevClusterError, locate_binaries
 from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest, pod_manifest
+from webhook.devcluster.reconciler import start_reconciler
 from webhook.devcluster.webhook import register_webhook, start_webhook, wait_until_effective
 from webhook.kube import Kube
 from webhook.policy.model import PodView
@@ -117,6 +120,47 @@ def _utilisation(pods: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _show_fallback(kube: Kube, created: list[dict[str, Any]], step: Any) -> None:
+    """Add a node and watch the reconciler bind what admission could not place."""
+    handed = [
+        p["metadata"]["name"]
+        for p in created
+        if not p["spec"].get("nodeName") and p["spec"].get("schedulerName") == SCHEDULER_NAME
+    ]
+    if not handed:
+        return
+    step(f"{len(handed)} pods fit nowhere and wait for the reconciler; adding node large-d")
+    started = time.monotonic()
+    create_node(kube, node_manifest("large-d", cpu="24", memory="64Gi",
+                                    labels={"topology.kubernetes.io/zone": "zone-d"}))  # fmt: skip
+    bound: dict[str, str] = {}
+    last_change = started
+    # Until all are bound, or nothing has changed for 3 s (the rest fit nowhere).
+    while len(bound) < len(handed) and time.monotonic() - last_change < 3:
+        for pod in kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]:
+            name, node = pod["metadata"]["name"], pod["spec"].get("nodeName")
+            if name in handed and node and name not in bound:
+                bound[name] = node
+                last_change = time.monotonic()
+        time.sleep(0.1)
+    took = (last_change - started) if bound else 0.0
+    step(f"the reconciler bound {len(bound)} of {len(handed)} within {took:.1f}s")
+    failed = _failed_scheduling(kube)
+    for name in handed:
+        print(f"    {name:<12} -> {bound.get(name) or 'pending: ' + failed.get(name, '?')}")
+    print()
+
+
+def _failed_scheduling(kube: Kube) -> dict[str, str]:
+    """The latest FailedScheduling note per pod, as the reconciler wrote it."""
+    events = kube.get(f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events")["items"]
+    notes: dict[str, str] = {}
+    for event in sorted(events, key=lambda e: e.get("eventTime") or ""):
+        if event.get("reason") == "FailedScheduling":
+            notes[event["regarding"]["name"]] = event.get("note", "")
+    return notes
+
+
 def run(workdir: Path, step: Any) -> int:
     step("building the control plane (first run: 20-40 min on 2 cores; then instant)")
     bin_dir = locate_binaries()
@@ -125,7 +169,11 @@ def run(workdir: Path, step: Any) -> int:
         kube = Kube(cluster.kubeconfig)
         step("starting placement-webhook serve (gunicorn, TLS) and registering it")
         hook = start_webhook(cluster)
+        reconciler = None
         try:
+            ensure_namespace(kube, "placement-webhook")
+            step("starting placement-webhook reconcile (the leader-elected fallback)")
+            reconciler = start_reconciler(cluster, "demo")
             register_webhook(kube, hook)
             ensure_namespace(kube, NAMESPACE, {ENABLED_LABEL: "true"})
             wait_until_effective(kube, NAMESPACE)
@@ -156,9 +204,12 @@ def run(workdir: Path, step: Any) -> int:
             print()
             print(_utilisation(created))
             print()
+            _show_fallback(kube, created, step)
         finally:
-            step("stopping the webhook and the control plane")
+            step("stopping the webhook, the reconciler and the control plane")
             hook.stop()
+            if reconciler is not None:
+                reconciler.stop()
             kube.close()
     step("done: every process stopped")
     return 0

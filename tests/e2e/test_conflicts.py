@@ -27,11 +27,12 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import wait_for
-from tests.e2e.test_reconciler import LEASE_NAMESPACE, ReconcilerProcess, start_reconciler
+from tests.e2e.test_reconciler import LEASE_NAMESPACE
 from webhook.admission.registration import webhook_configuration
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.devcluster import DevCluster
 from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest, pod_manifest
+from webhook.devcluster.reconciler import ReconcilerProcess, start_reconciler
 from webhook.devcluster.webhook import WebhookProcess, start_webhook, wait_until_effective
 from webhook.kube import Kube
 

@@ -11,19 +11,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import signal
-import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
-import orjson
 import pytest
 
 from tests.e2e.conftest import wait_for
@@ -31,110 +24,18 @@ from webhook.admission.patch import FILTER_RESULT
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.conflicts.model import BOUND_BY_ANNOTATION, SELECTED_NODE_ANNOTATION
 from webhook.devcluster import DevCluster
-from webhook.devcluster.cluster import _die_with_parent, free_port
 from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest, pod_manifest
+from webhook.devcluster.reconciler import ReconcilerProcess, start_reconciler
 from webhook.devcluster.webhook import register_webhook, start_webhook, unregister_webhook
 from webhook.kube import Kube
 
 pytestmark = pytest.mark.e2e
 
 LEASE_NAMESPACE = "placement-webhook"
-FAST_LEASE = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5")
 _names = itertools.count()
 
 
 # ------------------------------------------------------------------ helpers
-
-
-@dataclass
-class ReconcilerProcess:
-    """A running `placement-webhook reconcile` and its HTTP endpoint."""
-
-    identity: str
-    process: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    def get(self, path: str) -> tuple[int, Any]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=3) as r:
-                body = r.read()
-                status = r.status
-        except urllib.error.HTTPError as err:
-            body, status = err.read(), err.code
-        if path == "/metrics":
-            return status, body.decode()
-        return status, orjson.loads(body)
-
-    def metric(self, name: str, **labels: str) -> float:
-        wanted = name + (
-            "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
-        )
-        for line in self.get("/metrics")[1].splitlines():
-            if line.startswith(wanted + " "):
-                return float(line.split()[-1])
-        return 0.0
-
-    def leads(self) -> bool:
-        with contextlib.suppress(OSError):
-            return bool(self.get("/readyz")[1].get("leader"))
-        return False
-
-    def stop(self, sig: int = signal.SIGTERM, grace: float = 10.0) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-
-    def tail_log(self, lines: int = 40) -> str:
-        with contextlib.suppress(FileNotFoundError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return "(no log)"
-
-
-def start_reconciler(
-    cluster: DevCluster,
-    identity: str,
-    *,
-    lease_name: str = "placement-webhook-reconciler",
-    policy: Path | None = None,
-    extra: Sequence[str] = (),
-) -> ReconcilerProcess:
-    """Start `placement-webhook reconcile` and wait until its view is synced (/readyz)."""
-    port = free_port()
-    log = cluster.log_path(f"reconciler-{identity}")
-    args = [
-        sys.executable, "-m", "webhook.cli", "reconcile",
-        "--kubeconfig", str(cluster.kubeconfig),
-        "--bind", f"127.0.0.1:{port}",
-        "--identity", identity,
-        "--namespace", LEASE_NAMESPACE,
-        "--lease-name", lease_name,
-        "--conflict-interval", "0.5",
-        "--log-format", "text",
-        *FAST_LEASE,
-        *(["--policy", str(policy)] if policy else []),
-        *extra,
-    ]  # fmt: skip
-    with open(log, "ab") as out:
-        process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
-        )  # fmt: skip
-    rec = ReconcilerProcess(identity, process, port, log)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"reconciler {identity} exited:\n{rec.tail_log()}")
-        with contextlib.suppress(OSError):
-            if rec.get("/readyz")[0] == 200:
-                return rec
-        time.sleep(0.1)
-    rec.stop()
-    raise AssertionError(f"reconciler {identity} not ready:\n{rec.tail_log()}")
 
 
 def pods_in(kube: Kube, namespace: str) -> list[dict[str, Any]]:
