@@ -1,4 +1,4 @@
-"""`placement-webhook`: serve | explain | devcluster.
+"""`placement-webhook`: serve | extender | explain | devcluster.
 
 Flags have environment fallbacks (PLACEMENT_WEBHOOK_<FLAG>) so the same
 binary is configured by a Deployment's env or by a command line.
@@ -61,6 +61,55 @@ def _serve(args: argparse.Namespace) -> int:
         raise SystemExit(f"placement-webhook: cannot load the TLS pair: {err}") from None
     server.run()
     return 0
+
+
+def _extender(args: argparse.Namespace) -> int:
+    from webhook import logs
+    from webhook.extender.config import (
+        ExtenderEntry,
+        dump,
+        scheduler_configuration,
+        scheduler_document,
+    )
+    from webhook.extender.server import ExtenderServer, ExtenderSettings, build_app
+    from webhook.extender.verdicts import Scoring
+
+    if args.print_scheduler_config:
+        text = Path(args.policy).read_text() if args.policy else None
+        scheme = "https" if args.tls_cert else "http"
+        url = args.url or f"{scheme}://{args.bind.replace('0.0.0.0', '127.0.0.1')}"
+        entry = ExtenderEntry(
+            url, node_cache_capable=args.node_cache_capable == "true", bind=not args.no_bind
+        )
+        print(dump(scheduler_configuration(entry, base=scheduler_document(text))), end="")
+        return 0
+    from webhook.cluster.source import LiveSource
+    from webhook.kube import Kube
+
+    logs.configure(args.log_format, args.log_level)
+    policy = _load_policy(args.policy)
+    kube = Kube(args.kubeconfig)
+    source = LiveSource(kube, max_age_seconds=args.max_cache_age)
+    settings = ExtenderSettings(
+        bind=args.bind,
+        certfile=args.tls_cert,
+        keyfile=args.tls_key,
+        threads=args.threads,
+        scoring=Scoring(args.scores),
+        kube_qps=args.kube_qps,
+        kube_burst=args.kube_burst,
+    )
+    binder = None if args.no_bind else kube
+    ExtenderServer(settings, lambda: build_app(source, policy, settings, binder)).run()
+    return 0
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    from webhook import logs
+    from webhook.reconciler.run import run_from_args
+
+    logs.configure(args.log_format, args.log_level)
+    return run_from_args(args, _load_policy(args.policy))
 
 
 def _devcluster(args: argparse.Namespace) -> int:
@@ -130,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default=_env("log-level", "info"))
     serve.set_defaults(func=_serve)
 
+    from webhook.reconciler.options import add_arguments as reconcile_arguments
+
+    reconcile = sub.add_parser(
+        "reconcile", help="bind pending pods (leader-elected) and detect placement conflicts"
+    )
+    reconcile_arguments(reconcile, _env)
+    reconcile.set_defaults(func=_reconcile)
+
     try:
         from webhook import explain
     except ImportError:  # pragma: no cover - explain is being written (issue 3)
@@ -138,6 +195,36 @@ def build_parser() -> argparse.ArgumentParser:
         explain_cmd = sub.add_parser("explain", help="where would this pod go, and why (offline)")
         explain.add_arguments(explain_cmd)
         explain_cmd.set_defaults(func=explain.run)
+
+    ext = sub.add_parser(
+        "extender", help="serve the policy as a kube-scheduler extender (filter, prioritize, bind)"
+    )
+    ext.add_argument("--bind", default=_env("extender-bind", "0.0.0.0:8888"), help="host:port")
+    ext.add_argument("--tls-cert", default=None, help="serve HTTPS with this certificate")
+    ext.add_argument("--tls-key", default=None)
+    ext.add_argument("--threads", type=int, default=8)
+    ext.add_argument("--policy", default=_env("policy"), help="policy YAML (default built in)")
+    ext.add_argument("--kubeconfig", default=_env("kubeconfig"), help="default: in-cluster")
+    ext.add_argument(
+        "--scores",
+        choices=["decisive", "linear"],
+        default="decisive",
+        help="decisive: the policy's choice gets 10, others at most 9; linear: total scaled 0..10",
+    )
+    ext.add_argument("--kube-qps", type=float, default=50.0, help="binding writes per second")
+    ext.add_argument("--kube-burst", type=int, default=100)
+    ext.add_argument("--no-bind", action="store_true", help="leave binding to kube-scheduler")
+    ext.add_argument("--max-cache-age", type=float, default=120.0)
+    ext.add_argument(
+        "--print-scheduler-config",
+        action="store_true",
+        help="print a KubeSchedulerConfiguration that uses this extender, and exit",
+    )
+    ext.add_argument("--url", help="urlPrefix for --print-scheduler-config (default from --bind)")
+    ext.add_argument("--node-cache-capable", choices=["true", "false"], default="true")
+    ext.add_argument("--log-format", choices=["json", "text"], default=_env("log-format", "json"))
+    ext.add_argument("--log-level", default=_env("log-level", "info"))
+    ext.set_defaults(func=_extender)
 
     dev = sub.add_parser("devcluster", help="local etcd + kube-apiserver (+ scheduler)")
     dev.add_argument("action", choices=["up", "down", "status"])

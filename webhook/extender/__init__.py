@@ -1,0 +1,1 @@
+"""The placement policy served as a kube-scheduler extender (filter, prioritize, bind)."""

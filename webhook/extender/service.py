@@ -1,0 +1,173 @@
+"""The extender's verbs over the cached view: filter, prioritize, bind. No Flask here.
+
+Each verb returns the wire answer and a fixed result word for metrics. What
+each answer does to kube-scheduler decides the failure handling:
+
+- filter: a pod the policy cannot evaluate (Code.Skip: volumes, DRA, gates),
+  or one with no matching profile, passes every node: kube-scheduler's own
+  filters still apply, and a wrong rejection is worse than no opinion. A cache
+  that is not synced is an in-band Error: the scheduler retries the pod later
+  (or skips us when the extender is `ignorable`).
+- prioritize: the same neutral cases score every node 0; errors are ignored
+  by kube-scheduler anyway.
+- bind: POST pods/NAME/binding with the pod's uid as precondition (a pod
+  deleted and re-created under the same name is never bound by mistake). The
+  pod is counted on its node *before* the write and forgotten if the write
+  fails, so the next filter call, which kube-scheduler may send while the
+  binding is still in flight, already sees it. The watch then delivers the
+  bound pod (same uid), which replaces the assumption; a TTL covers the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from webhook.cluster.view import ClusterView
+from webhook.extender import wire
+from webhook.extender.ratelimit import TokenBucket
+from webhook.extender.verdicts import Scoring, filter_nodes, prioritize_nodes
+from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.profile import Policy, Profile
+
+log = logging.getLogger(__name__)
+
+ASSUME_PREFIX = "extender-"
+RECENT_PODS = 4096
+NOT_SYNCED = "placement-webhook extender: cluster cache not synced"
+
+
+class BindingClient(Protocol):
+    """What bind needs of a Kubernetes client (webhook.kube.Kube provides it)."""
+
+    def create(self, path: str, body: Mapping[str, Any], **params: Any) -> dict[str, Any]: ...
+
+
+def binding_body(args: wire.BindingArgs) -> dict[str, Any]:
+    """A v1 Binding; metadata.uid makes the API server check the pod's identity."""
+    meta: dict[str, Any] = {"name": args.pod_name, "namespace": args.pod_namespace}
+    if args.pod_uid:
+        meta["uid"] = args.pod_uid
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": meta,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": args.node},
+    }
+
+
+class Extender:
+    """The policy behind the extender verbs, deciding against a live (or fixed) view."""
+
+    def __init__(
+        self,
+        view: ClusterView,
+        policy: Policy,
+        *,
+        binder: BindingClient | None = None,
+        scoring: Scoring = Scoring.DECISIVE,
+        ready: Callable[[], bool] = lambda: True,
+        limiter: TokenBucket | None = None,
+        assume_ttl: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.view, self.policy, self.binder, self.scoring = view, policy, binder, scoring
+        self.ready, self.limiter, self.assume_ttl, self.clock = ready, limiter, assume_ttl, clock
+        self._recent: OrderedDict[str, PodView] = OrderedDict()
+        self._assumed: deque[tuple[float, str]] = deque()
+        self._lock = threading.Lock()
+
+    # ---- shared --------------------------------------------------------
+    def _pod(self, args: wire.ExtenderArgs) -> tuple[PodView | None, Profile | None, str]:
+        """The parsed pod and its profile, or the reason the policy has no opinion."""
+        try:
+            pod = PodView.from_dict(args.pod)
+        except (ValueError, TypeError) as err:
+            return None, None, f"pod not understood: {err}"
+        if pod.skip_reason is not None:
+            return pod, None, pod.skip_reason
+        profile = self.policy.profile_for(pod.scheduler_name)
+        if profile is None:
+            return pod, None, f"no profile for scheduler {pod.scheduler_name!r}"
+        if pod.uid:
+            with self._lock:
+                self._recent[pod.uid] = pod
+                self._recent.move_to_end(pod.uid)
+                while len(self._recent) > RECENT_PODS:
+                    self._recent.popitem(last=False)
+        return pod, profile, ""
+
+    def _expire(self, snapshot: ClusterSnapshot) -> None:
+        now = self.clock()
+        with self._lock:
+            while self._assumed and self._assumed[0][0] <= now:
+                snapshot.forget(self._assumed.popleft()[1])
+
+    @property
+    def assumed(self) -> int:
+        with self._lock:
+            return len(self._assumed)
+
+    # ---- verbs ---------------------------------------------------------
+    def filter(self, args: wire.ExtenderArgs) -> tuple[wire.FilterResultJSON, str]:
+        if not self.ready():
+            return wire.filter_error(NOT_SYNCED), "not-ready"
+        pod, profile, why = self._pod(args)
+        if pod is None or profile is None:
+            log.info("filter: no opinion (%s); every node passes", why)
+            return wire.filter_result(args, args.node_names), "no-opinion"
+
+        def run(snapshot: ClusterSnapshot) -> Any:
+            self._expire(snapshot)
+            return filter_nodes(pod, snapshot, profile, args.node_names)
+
+        verdict = self.view.evaluate(run)
+        answer = wire.filter_result(args, verdict.passed, verdict.failed, verdict.unresolvable)
+        return answer, "passed" if verdict.passed else "none-passed"
+
+    def prioritize(self, args: wire.ExtenderArgs) -> tuple[list[wire.HostPriorityJSON], str]:
+        pod, profile, _why = self._pod(args)
+        if pod is None or profile is None or not self.ready():
+            zero = [(name, 0) for name in args.node_names]
+            return wire.host_priorities(zero), "no-opinion"
+
+        def run(snapshot: ClusterSnapshot) -> Any:
+            self._expire(snapshot)
+            return prioritize_nodes(pod, snapshot, profile, args.node_names, self.scoring)
+
+        priorities = self.view.evaluate(run)
+        return wire.host_priorities(priorities.hosts), "scored"
+
+    def bind(self, args: wire.BindingArgs) -> tuple[wire.BindingResultJSON, str]:
+        if self.binder is None:
+            return wire.binding_result("placement-webhook extender: binding is not enabled"), "off"
+        key = ASSUME_PREFIX + (args.pod_uid or f"{args.pod_namespace}/{args.pod_name}")
+        with self._lock:
+            pod = self._recent.pop(args.pod_uid, None) if args.pod_uid else None
+
+        def assume(snapshot: ClusterSnapshot) -> None:
+            self._expire(snapshot)
+            known = pod or (snapshot.pod(args.pod_uid) if args.pod_uid else None)
+            if known is not None:
+                snapshot.assume(known, args.node, key)
+                with self._lock:
+                    self._assumed.append((self.clock() + self.assume_ttl, key))
+
+        self.view.evaluate(assume)
+        if self.limiter is not None:
+            self.limiter.wait()
+        path = f"/api/v1/namespaces/{args.pod_namespace}/pods/{args.pod_name}/binding"
+        try:
+            self.binder.create(path, binding_body(args))
+        except Exception as err:
+            self.view.evaluate(lambda snapshot: snapshot.forget(key))
+            status = getattr(err, "status", None)
+            log.warning("bind %s/%s to %s failed: %s", args.pod_namespace, args.pod_name,
+                        args.node, err)  # fmt: skip
+            result = "conflict" if status == 409 else "not-found" if status == 404 else "error"
+            return wire.binding_result(f"binding failed: {err}"), result
+        return wire.binding_result(), "bound"
