@@ -4,11 +4,13 @@ Examples:
   python -m certs init --dir tls --service placement-webhook --namespace placement-webhook
   python -m certs ca-bundle --dir tls
   python -m certs inject --dir tls deploy/webhook.yaml > webhook-with-ca.yaml
+  python -m certs in-cluster --namespace placement-webhook --interval 60   (in a pod)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -72,6 +74,57 @@ def _inject(args: argparse.Namespace) -> int:
     return 0
 
 
+def _in_cluster(args: argparse.Namespace) -> int:
+    from certs import incluster
+
+    return incluster.main(args)
+
+
+def _add_in_cluster(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    text = (
+        "keep the CA and serving certificate in Secrets, inject the caBundle into the "
+        "webhook configuration, rotate before expiry (runs in the cluster; see certs/incluster.py)"
+    )
+    cmd = sub.add_parser("in-cluster", help=text, description=text)
+    cmd.set_defaults(func=_in_cluster)
+    env = os.environ.get
+    cmd.add_argument("--namespace", default=env("PLACEMENT_WEBHOOK_NAMESPACE", "placement-webhook"))
+    cmd.add_argument("--service", default="placement-webhook", help="Service the cert names")
+    cmd.add_argument("--secret", default="placement-webhook-tls", help="serving Secret (tls)")
+    cmd.add_argument("--ca-secret", default="placement-webhook-ca", help="CA Secret (Opaque)")
+    cmd.add_argument(
+        "--webhook-config",
+        default="placement-webhook",
+        help="MutatingWebhookConfiguration to inject the caBundle into ('' for none)",
+    )
+    cmd.add_argument("--dns", action="append", default=[], help="extra DNS SAN")
+    cmd.add_argument("--ip", action="append", default=[], help="extra IP SAN")
+    cmd.add_argument("--kubeconfig", default=None, help="default: in-cluster")
+    when = cmd.add_mutually_exclusive_group()
+    when.add_argument("--once", action="store_true", help="one sync (until nothing is pending)")
+    when.add_argument(
+        "--interval", type=float, default=60.0, help="seconds between checks (default 60)"
+    )
+    cmd.add_argument(
+        "--settle",
+        type=float,
+        default=10.0,
+        help="seconds before the next pass when one is pending (a CA being published)",
+    )
+    cmd.add_argument("--rotate-serving", action="store_true", help="re-issue the serving cert now")
+    cmd.add_argument("--rotate-ca", action="store_true", help="start a CA rotation now")
+    cmd.add_argument("--serving-days", type=float, default=365.0)
+    cmd.add_argument("--ca-days", type=float, default=3650.0)
+    cmd.add_argument(
+        "--retire-after",
+        type=float,
+        default=3600.0,
+        help="seconds an old CA stays in the caBundle after the new serving cert went out",
+    )
+    cmd.add_argument("--log-format", choices=["json", "text"], default="json")
+    cmd.add_argument("--log-level", default="info")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m certs",
@@ -97,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd.add_argument("--namespace", default="placement-webhook")
         if name == "inject":
             cmd.add_argument("manifest", help="YAML with a (Mutating)WebhookConfiguration")
+    _add_in_cluster(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -47,7 +47,7 @@ class DevClusterError(RuntimeError):
     """The control plane could not be built, started or reached."""
 
 
-def locate_binaries(build: bool = True) -> Path:
+def locate_binaries() -> Path:
     """The folder holding the pinned upstream binaries, building them if needed.
 
     `PLACEMENT_WEBHOOK_BIN_DIR` points at a ready folder; otherwise
@@ -59,8 +59,6 @@ def locate_binaries(build: bool = True) -> Path:
         script = REPO_ROOT / "hack" / "build.sh"
         if not script.exists():
             raise DevClusterError(f"set {BIN_DIR_ENV}: no hack/build.sh beside this package")
-        if not build:
-            raise DevClusterError("control plane not built: run `make control-plane`")
         done = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True)
         if done.returncode != 0:
             raise DevClusterError("hack/build.sh failed (see its output above)")
