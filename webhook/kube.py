@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import orjson
@@ -42,6 +42,21 @@ class ApiError(Exception):
     @property
     def is_gone(self) -> bool:
         return self.status == 410
+
+
+class Requester(Protocol):
+    """What a component needs of a client to send one request (Kube, or a test fake)."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float] | None = 30.0,
+    ) -> JSON: ...
 
 
 class Kube:

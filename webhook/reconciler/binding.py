@@ -22,9 +22,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from webhook.conflicts.model import BOUND_BY_ANNOTATION, SELECTED_NODE_ANNOTATION
+from webhook.kube import Requester
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +35,6 @@ BOUND: Final = "bound"
 ALREADY_BOUND: Final = "already-bound"
 GONE: Final = "gone"
 ERROR: Final = "error"
-
-
-class BindClient(Protocol):
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: float | tuple[float, float] | None = 30.0,
-    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -95,7 +83,7 @@ def classify_failure(status: int | None, message: str) -> str:
 class Binder:
     """POSTs Bindings and reads the pod back."""
 
-    def __init__(self, client: BindClient, identity: str, *, timeout: float = 5.0):
+    def __init__(self, client: Requester, identity: str, *, timeout: float = 5.0):
         self.client, self.identity, self.timeout = client, identity, timeout
 
     def bind(self, pod: Mapping[str, Any], node: str, reservation: str | None) -> BindResult:

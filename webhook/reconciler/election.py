@@ -30,7 +30,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
+
+from webhook.kube import Requester
 
 log = logging.getLogger(__name__)
 
@@ -116,23 +118,10 @@ def next_record(
 # ------------------------------------------------------------------ shell
 
 
-class LeaseClient(Protocol):
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: float | tuple[float, float] | None = 30.0,
-    ) -> dict[str, Any]: ...
-
-
 class LeaseLock:
     """Get/create/update one Lease, with resourceVersion preconditions."""
 
-    def __init__(self, client: LeaseClient, namespace: str, name: str, *, timeout: float = 5.0):
+    def __init__(self, client: Requester, namespace: str, name: str, *, timeout: float = 5.0):
         self.client, self.namespace, self.name, self.timeout = client, namespace, name, timeout
 
     @property
