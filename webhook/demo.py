@@ -162,7 +162,7 @@ def _failed_scheduling(kube: Kube) -> dict[str, str]:
 
 
 def run(workdir: Path, step: Any) -> int:
-    step("building the control plane (first run: 20-40 min on 2 cores; then instant)")
+    step("building the control plane if missing (first run: about 7 min on 2 cores; then instant)")
     bin_dir = locate_binaries()
     step(f"starting etcd + kube-apiserver (binaries in {bin_dir.name})")
     with DevCluster.start(workdir / "cluster", bin_dir=bin_dir, progress=step) as cluster:
