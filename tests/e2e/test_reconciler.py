@@ -223,9 +223,11 @@ def test_a_pod_that_fits_nowhere_gets_failed_scheduling_and_is_bound_when_a_node
     )
     print(f"\nbound {time.monotonic() - added:.2f}s after the node was added")
     assert pod["spec"]["nodeName"] == roomy
-    assert [e["note"] for e in events_in(kube, namespace, "Scheduled")] == [
-        f"Successfully assigned {namespace}/big to {roomy}"
-    ]
+    # Events are written from a background queue: wait for it, then check it is the only one.
+    scheduled = wait_for(
+        lambda: events_in(kube, namespace, "Scheduled"), message="the Scheduled event"
+    )
+    assert [e["note"] for e in scheduled] == [f"Successfully assigned {namespace}/big to {roomy}"]
 
 
 def test_pods_left_unschedulable_are_retried_when_an_assigned_pod_is_deleted(
