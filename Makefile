@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: all demo test unit e2e bench lint format control-plane venv clean
+.PHONY: all demo test unit e2e bench compare lint format control-plane venv clean
 
 all: test
 
@@ -32,7 +32,7 @@ demo: $(STAMP) control-plane
 test: $(STAMP) control-plane
 	$(PY) -m pytest tests
 
-unit: $(STAMP)
+unit: $(STAMP) control-plane  # tests/unit/deploy renders manifests with the pinned kubectl
 	$(PY) -m pytest tests/unit
 
 e2e: $(STAMP) control-plane
@@ -44,15 +44,22 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_cluster.py
 	$(PY) benchmarks/bench_admission.py
 
+## Comparison experiments (issue 7): ceiling, kube-scheduler, webhook (nodeName, nodeAffinity),
+## scheduler extender, webhook outage; each arm on its own local control plane. A few minutes.
+COMPARE_SUITE ?= parity burst-100 outage-100
+compare: $(STAMP) control-plane
+	$(PY) -m experiments run $(COMPARE_SUITE) --out build/compare
+	@echo "report: build/compare/report.md"
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check webhook certs tests benchmarks
-	$(VENV)/bin/ruff format --check webhook certs tests benchmarks
+	$(VENV)/bin/ruff check webhook certs experiments tests benchmarks
+	$(VENV)/bin/ruff format --check webhook certs experiments tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format webhook certs tests benchmarks
-	$(VENV)/bin/ruff check --fix webhook certs tests benchmarks
+	$(VENV)/bin/ruff format webhook certs experiments tests benchmarks
+	$(VENV)/bin/ruff check --fix webhook certs experiments tests benchmarks
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache .devcluster

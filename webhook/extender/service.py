@@ -10,6 +10,8 @@ each answer does to kube-scheduler decides the failure handling:
   (or skips us when the extender is `ignorable`).
 - prioritize: the same neutral cases score every node 0; errors are ignored
   by kube-scheduler anyway.
+- a failure inside the policy (a bug) is logged and answered like the
+  neutral case, never with a 500: the scheduler's own filters still apply.
 - bind: POST pods/NAME/binding with the pod's uid as precondition (a pod
   deleted and re-created under the same name is never bound by mistake). The
   pod is counted on its node *before* the write and forgotten if the write
@@ -86,8 +88,8 @@ class Extender:
         """The parsed pod and its profile, or the reason the policy has no opinion."""
         try:
             pod = PodView.from_dict(args.pod)
-        except (ValueError, TypeError) as err:
-            return None, None, f"pod not understood: {err}"
+        except Exception as err:  # malformed beyond what the API server would accept
+            return None, None, f"pod not understood: {type(err).__name__}: {err}"
         if pod.skip_reason is not None:
             return pod, None, pod.skip_reason
         profile = self.policy.profile_for(pod.scheduler_name)
@@ -125,7 +127,11 @@ class Extender:
             self._expire(snapshot)
             return filter_nodes(pod, snapshot, profile, args.node_names)
 
-        verdict = self.view.evaluate(run)
+        try:
+            verdict = self.view.evaluate(run)
+        except Exception:  # a bug must not fail the scheduling cycle: no opinion instead
+            log.exception("filter failed for %s/%s", pod.namespace, pod.name)
+            return wire.filter_result(args, args.node_names), "error"
         answer = wire.filter_result(args, verdict.passed, verdict.failed, verdict.unresolvable)
         return answer, "passed" if verdict.passed else "none-passed"
 
@@ -139,7 +145,11 @@ class Extender:
             self._expire(snapshot)
             return prioritize_nodes(pod, snapshot, profile, args.node_names, self.scoring)
 
-        priorities = self.view.evaluate(run)
+        try:
+            priorities = self.view.evaluate(run)
+        except Exception:
+            log.exception("prioritize failed for %s/%s", pod.namespace, pod.name)
+            return wire.host_priorities([(name, 0) for name in args.node_names]), "error"
         return wire.host_priorities(priorities.hosts), "scored"
 
     def bind(self, args: wire.BindingArgs) -> tuple[wire.BindingResultJSON, str]:

@@ -8,6 +8,8 @@ from typing import Any
 import orjson
 import pytest
 from flask.testing import FlaskClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.unit.extender.builders import args_body, node, pod, snapshot
 from webhook.cluster.view import ClusterView
@@ -20,6 +22,9 @@ POLICY = load_policy(
     "kind: KubeSchedulerConfiguration\n"
     "percentageOfNodesToScore: 100\n"
 )
+
+
+VERBS = ["filter", "prioritize", "bind"]
 
 
 class ApiError(Exception):
@@ -131,6 +136,17 @@ def test_a_pod_the_policy_cannot_evaluate_passes_every_node() -> None:
     assert scores == [{"Host": "a", "Score": 0}, {"Host": "b", "Score": 0}]
 
 
+@pytest.mark.parametrize("broken", [{"metadata": [1]}, {"spec": {"containers": "x"}}])
+def test_a_pod_the_policy_cannot_read_gets_no_opinion_not_an_error(broken: dict[str, Any]) -> None:
+    nodes = [node("a")]
+    client = make(nodes)
+    body = orjson.dumps({"Pod": broken, "NodeNames": ["a"]})
+
+    status, result = post(client, "filter", body)
+
+    assert (status, result["NodeNames"]) == (200, ["a"])
+
+
 def test_prioritize_gives_the_policy_choice_the_maximum_priority() -> None:
     nodes = [node("busy"), node("idle")]
     client = make(nodes, [pod("x", cpu="3", node_name="busy")])
@@ -224,3 +240,24 @@ def test_readyz_reports_the_cache() -> None:
 
     assert answer.status_code == 200
     assert orjson.loads(answer.data)["nodes"] == 2
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+KEYS = st.sampled_from(["Pod", "pod", "Nodes", "NodeNames", "nodenames", "PodName", "Node", "x"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(body=st.dictionaries(KEYS, JSON_VALUES, max_size=4), verb=st.sampled_from(VERBS))
+def test_no_body_makes_a_verb_fail_other_than_with_a_400(body: dict[str, Any], verb: str) -> None:
+    client = make([node("a")], binder=Binder())
+
+    answer = client.post(f"/{verb}", data=orjson.dumps(body), content_type="application/json")
+
+    assert answer.status_code in (200, 400)
+    assert isinstance(orjson.loads(answer.data), dict | list)

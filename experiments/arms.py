@@ -1,0 +1,57 @@
+"""The arms of the comparison: which components place the pods. Pure.
+
+- ceiling: no webhook, no scheduler: raw pod-create throughput, the most any
+  arm can bind (every arm creates the pods the same way first).
+- A: kube-scheduler alone.
+- B: the webhook in nodeName mode, no scheduler: the pod is bound when the
+  create returns.
+- C: the webhook in nodeAffinity mode pins the node, kube-scheduler checks
+  and binds.
+- D: kube-scheduler + the extender (nodeCacheCapable: node names only, the
+  extender decides from its own watched cache; it also binds).
+- E: the same with nodeCacheCapable false: every call carries the candidate
+  Node objects.
+- F: arm B with the webhook stopped part way (failurePolicy Ignore lets pods
+  through unplaced) and the reconciler placing what was left pending.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Arm:
+    key: str
+    title: str
+    scheduler: bool = False
+    webhook: str | None = None
+    """Placement mode of the admission webhook (nodeName | nodeAffinity), None: no webhook."""
+    extender: bool = False
+    node_cache_capable: bool = True
+    outage: bool = False
+
+    @property
+    def binds(self) -> bool:
+        """Whether anything in this arm binds pods (the ceiling binds nothing)."""
+        return self.scheduler or self.webhook is not None
+
+
+ARMS = {
+    arm.key: arm
+    for arm in (
+        Arm("ceiling", "raw create ceiling (no webhook, no scheduler)"),
+        Arm("A", "kube-scheduler", scheduler=True),
+        Arm("B", "webhook nodeName", webhook="nodeName"),
+        Arm("C", "webhook nodeAffinity + kube-scheduler", scheduler=True, webhook="nodeAffinity"),
+        Arm("D", "kube-scheduler + extender (nodeCacheCapable)", scheduler=True, extender=True),
+        Arm(
+            "E",
+            "kube-scheduler + extender (node objects)",
+            scheduler=True,
+            extender=True,
+            node_cache_capable=False,
+        ),
+        Arm("F", "webhook nodeName, outage + reconciler", webhook="nodeName", outage=True),
+    )
+}

@@ -1,0 +1,95 @@
+"""The report: arms side by side, ratios to the ceiling and to arm A, parity and outage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments.report import headline, outage_section, render, scenario_table
+
+
+def arm(
+    title: str, per_second: float | None, *, binds: bool = True, **extra: Any
+) -> dict[str, Any]:
+    summary: dict[str, Any] = {"pods": 100, "created": 100, "createdPerSecond": 1000.0,
+                               "createLatencyMs": {"p50": 1.0, "p99": 2.0}}  # fmt: skip
+    if binds:
+        summary |= {"bound": 100, "boundPerSecond": per_second,
+                    "bindLatencyMs": {"p50": 5.0, "p99": 9.0}}  # fmt: skip
+    return {
+        "title": title,
+        "summary": summary,
+        "cpuSeconds": {"kube-apiserver": 1.0, "etcd": 0.5},
+        "apiWrites": {"perPod": 2.0},
+        "quality": {
+            "nodesUsed": 3,
+            "cpuUtilizationMean": 0.5,
+            "cpuUtilizationStdev": 0.1,
+            "cpuUtilizationMax": 0.9,
+            "overcommittedNodes": 0,
+            "violations": {},
+            "cpuUtilization": [0.5],
+        }
+        if binds
+        else None,
+        "pods": {"names": [], "sent": [], "created": [], "bound": [], "nodes": [], "errors": []},
+        **extra,
+    }
+
+
+BLOCK = {
+    "scenario": {"name": "s", "nodes": 3, "pods": 100, "description": "",
+                 "arrival": {"mode": "burst", "rate": 0, "clients": 8},
+                 "client": {"qps": 500, "burst": 1000}, "percentageOfNodesToScore": None},
+    "arms": {
+        "ceiling": arm("ceiling", None, binds=False),
+        "A": arm("kube-scheduler", 250.0),
+        "B": arm("webhook nodeName", 500.0),
+        "D": arm("extender", 125.0, extender={"filter": {"count": 100, "p50Ms": 1.0,
+                 "p99Ms": 2.0, "requestBytes": 1000, "results": {}},
+                 "prioritize": {"count": 100, "p50Ms": 1.0, "p99Ms": 2.0,
+                 "requestBytes": 1000, "results": {}}}),
+    },
+}  # fmt: skip
+
+
+def test_the_table_puts_the_arms_side_by_side_with_ratios() -> None:
+    table = scenario_table(BLOCK)
+
+    assert table.splitlines()[0].count("|") == 6
+    assert "| × ceiling | 1.00× | 0.25× | 0.50× | 0.12× |" in table
+    assert "| × arm A | 4.00× | 1.00× | 2.00× | 0.50× |" in table
+
+
+def test_the_headline_states_the_webhook_against_the_ceiling_and_kube_scheduler() -> None:
+    lines = headline(BLOCK)
+
+    assert lines[0].startswith("webhook nodeName placement: 500.0 pods/s bound = 0.50×")
+    assert "2.00× kube-scheduler" in lines[0]
+
+
+def test_an_outage_is_described_in_numbers() -> None:
+    outage = {
+        "startedAt": 3.0,
+        "endedAt": 8.0,
+        "sentBefore": 300,
+        "sentDuringOutage": 500,
+        "placedAtAdmission": 450,
+        "placedLater": 550,
+        "pending": 0,
+        "healSeconds": 2.5,
+        "placedLaterLatencyMs": {"p50": 1000.0, "p99": 3000.0},
+    }
+
+    text = outage_section({"outage": outage})
+
+    assert "550 by the reconciler" in text
+    assert "Time to heal (new webhook serving → every pod bound): 2.50 s" in text
+
+
+def test_the_report_names_the_command_and_the_machine() -> None:
+    text = render({"command": "python -m experiments run s --out x", "machine": {"cpus": 2},
+                   "scenarios": [BLOCK]})  # fmt: skip
+
+    assert "`python -m experiments run s --out x`" in text
+    assert "Machine: 2 CPUs" in text
+    assert "## s: 3 nodes, 100 pods, burst" in text
