@@ -337,10 +337,23 @@ class DevCluster:
             "--leader-elect=false",
         ]
         if config:
-            args.append(f"--config={config}")
+            args.append(f"--config={self._with_client_connection(Path(config), kubeconfig, name)}")
         self._spawn(name, args, own_processes, binary="kube-scheduler")
         time.sleep(0.5)
         self._check_alive(name)
+
+    def _with_client_connection(self, config: Path, kubeconfig: Path, name: str) -> Path:
+        """A copy of a KubeSchedulerConfiguration that points at this cluster.
+
+        kube-scheduler ignores --kubeconfig when --config is given; the
+        configuration's clientConnection.kubeconfig is what it uses.
+        """
+        document = yaml.safe_load(config.read_text()) or {}
+        connection = document.setdefault("clientConnection", {})
+        connection.setdefault("kubeconfig", str(kubeconfig))
+        copy = self.workdir / f"{name}-config.yaml"
+        copy.write_text(yaml.safe_dump(document, sort_keys=False))
+        return copy
 
     def start_controller_manager(self, *, own_processes: bool = True) -> None:
         """Start kube-controller-manager (ReplicaSets, Deployments, garbage collection).
