@@ -28,9 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
-from webhook.policy.interface import CycleState, FilterResult, SlotArray
+from webhook.policy.framework import tie_break
+from webhook.policy.interface import CycleState, FilterResult
 from webhook.policy.model import ClusterSnapshot, PodView
 from webhook.policy.profile import Profile
 from webhook.policy.status import Code, Status
@@ -142,25 +142,6 @@ def filter_nodes(
         else:
             _record(statuses[index], name, out)
     return FilterVerdict(tuple(passed), out["failed"], out["unresolvable"])
-
-
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-
-
-def _splitmix64(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    with np.errstate(over="ignore"):
-        x = x ^ (x >> np.uint64(30))
-        x = x * _MIX1
-        x = x ^ (x >> np.uint64(27))
-        x = x * _MIX2
-        return x ^ (x >> np.uint64(31))
-
-
-def tie_break(snapshot: ClusterSnapshot, slots: SlotArray, pod_hash: int) -> int:
-    """Index into `slots` of the tied node `schedule` would pick (framework.py, step 6)."""
-    mixed = _splitmix64(snapshot.name_hash[slots] ^ np.uint64(pod_hash))
-    return int(np.argmin(mixed))
 
 
 def prioritize_nodes(

@@ -46,7 +46,7 @@ from webhook.policy.model import ClusterSnapshot, PodView
 from webhook.policy.profile import Profile
 from webhook.policy.status import Code, Status
 
-__all__ = ["Decision", "num_feasible_nodes_to_find", "schedule"]
+__all__ = ["Decision", "num_feasible_nodes_to_find", "schedule", "tie_break"]
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -157,6 +157,11 @@ def _splitmix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         x = x ^ (x >> np.uint64(27))
         x = x * _MIX2
         return x ^ (x >> np.uint64(31))
+
+
+def tie_break(snapshot: ClusterSnapshot, slots: SlotArray, pod_hash: int) -> int:
+    """Index into `slots` (equally good nodes) of the one to pick (step 6 above)."""
+    return int(np.argmin(_splitmix(snapshot.name_hash[slots] ^ np.uint64(pod_hash))))
 
 
 def schedule(
@@ -334,8 +339,7 @@ def _schedule(
     if len(ties) == 1:
         pick = int(ties[0])
     else:
-        h = _splitmix(snapshot.name_hash[fslots[ties]] ^ np.uint64(state.pod_hash()))
-        pick = int(ties[int(np.argmin(h))])
+        pick = int(ties[tie_break(snapshot, fslots[ties], state.pod_hash())])
     node = snapshot.name_at(int(fslots[pick]))
 
     names_cache: list[str] = snapshot.names_at(fslots.tolist())
