@@ -9,56 +9,21 @@ kubeconfig DevCluster.start_scheduler writes for that scheduler's name.
 from __future__ import annotations
 
 import contextlib
-import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from webhook.devcluster import DevCluster, DevClusterError
 from webhook.devcluster.cluster import _die_with_parent, free_port
+from webhook.devcluster.process import ServedProcess
 from webhook.extender.config import ExtenderEntry, dump, scheduler_configuration
 
 
-@dataclass
-class ExtenderProcess:
+class ExtenderProcess(ServedProcess):
     """A running `placement-webhook extender` and how to reach it."""
-
-    process: subprocess.Popen[bytes]
-    url: str
-    log: Path
-
-    def get(self, path: str, timeout: float = 2.0) -> tuple[int, dict[str, Any]]:
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=timeout) as answer:
-                return answer.status, orjson.loads(answer.read())
-        except urllib.error.HTTPError as err:
-            return err.code, orjson.loads(err.read() or b"{}")
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as answer:
-            return str(answer.read().decode())
-
-    def stop(self, grace: float = 10.0) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-
-    def tail_log(self, lines: int = 30) -> str:
-        with contextlib.suppress(FileNotFoundError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return "(no log)"
 
 
 def start_extender(
@@ -88,7 +53,7 @@ def start_extender(
             stderr=subprocess.STDOUT,
             preexec_fn=_die_with_parent,
         )
-    ext = ExtenderProcess(process=process, url=f"http://127.0.0.1:{port}", log=log)
+    ext = ExtenderProcess(process, f"http://127.0.0.1:{port}", log)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -90,7 +90,7 @@ class Components:
         for process in (self.webhook, self.extender):
             if process is not None:
                 with contextlib.suppress(Exception):
-                    process.stop(grace)
+                    process.stop(grace=grace)
         if self.reconciler is not None and self.reconciler.process.poll() is None:
             self.reconciler.process.terminate()
             try:

@@ -9,43 +9,24 @@ renew deadline, 0.5 s retry) so tests and demos do not wait long.
 from __future__ import annotations
 
 import contextlib
-import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from webhook.devcluster.cluster import DevCluster, DevClusterError, _die_with_parent, free_port
+from webhook.devcluster.process import ServedProcess
 
 FAST_LEASE = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5")
 
 
 @dataclass
-class ReconcilerProcess:
-    """A running `placement-webhook reconcile` and its HTTP endpoint."""
+class ReconcilerProcess(ServedProcess):
+    """A running `placement-webhook reconcile` and its plain-HTTP endpoint."""
 
-    identity: str
-    process: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    def get(self, path: str) -> tuple[int, Any]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=3) as r:
-                body = r.read()
-                status = r.status
-        except urllib.error.HTTPError as err:
-            body, status = err.read(), err.code
-        if path == "/metrics":
-            return status, body.decode()
-        return status, orjson.loads(body)
+    identity: str = ""
 
     def metric(self, name: str, **labels: str) -> float:
         wanted = name + (
@@ -60,20 +41,6 @@ class ReconcilerProcess:
         with contextlib.suppress(OSError):
             return bool(self.get("/readyz")[1].get("leader"))
         return False
-
-    def stop(self, sig: int = signal.SIGTERM, grace: float = 10.0) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-
-    def tail_log(self, lines: int = 40) -> str:
-        with contextlib.suppress(FileNotFoundError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return "(no log)"
 
 
 def start_reconciler(
@@ -107,7 +74,7 @@ def start_reconciler(
             args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             preexec_fn=_die_with_parent,
         )  # fmt: skip
-    rec = ReconcilerProcess(identity, process, port, log)
+    rec = ReconcilerProcess(process, f"http://127.0.0.1:{port}", log, identity=identity)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -9,59 +9,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-
-import orjson
 
 import certs
 from webhook.admission.registration import CONFIGURATION_NAME, webhook_configuration
 from webhook.devcluster.cluster import DevCluster, DevClusterError, _die_with_parent, free_port
+from webhook.devcluster.process import ServedProcess
 from webhook.kube import ApiError, Kube
 
 
-@dataclass
-class WebhookProcess:
-    """A running `placement-webhook serve` and how to reach it."""
+class WebhookProcess(ServedProcess):
+    """A running `placement-webhook serve`; its CA is in `tls_dir`."""
 
-    process: subprocess.Popen[bytes]
-    url: str
-    tls_dir: Path
-    log: Path
-
-    def get(self, path: str, timeout: float = 2.0) -> tuple[int, dict[str, object]]:
-        context = ssl.create_default_context(cafile=str(self.tls_dir / "ca.crt"))
-        try:
-            with urllib.request.urlopen(self.url + path, context=context, timeout=timeout) as r:
-                return r.status, orjson.loads(r.read())
-        except urllib.error.HTTPError as err:
-            return err.code, orjson.loads(err.read() or b"{}")
-
-    def metrics(self) -> str:
-        context = ssl.create_default_context(cafile=str(self.tls_dir / "ca.crt"))
-        with urllib.request.urlopen(self.url + "/metrics", context=context, timeout=5) as r:
-            return str(r.read().decode())
-
-    def stop(self, grace: float = 10.0) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-
-    def tail_log(self, lines: int = 30) -> str:
-        with contextlib.suppress(FileNotFoundError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return "(no log)"
+    @property
+    def tls_dir(self) -> Path:
+        assert self.ca_file is not None
+        return self.ca_file.parent
 
 
 def start_webhook(
@@ -95,7 +62,7 @@ def start_webhook(
             stderr=subprocess.STDOUT,
             preexec_fn=_die_with_parent,
         )
-    hook = WebhookProcess(process=process, url=f"https://127.0.0.1:{port}", tls_dir=tls, log=log)
+    hook = WebhookProcess(process, f"https://127.0.0.1:{port}", log, ca_file=tls / "ca.crt")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
