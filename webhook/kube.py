@@ -125,25 +125,14 @@ class Kube:
         response = self._send(
             method, path, params=params, body=body, content_type=content_type, timeout=timeout
         )
-        raw = response.read()
-        try:
-            data = orjson.loads(raw) if raw else {}
-        except orjson.JSONDecodeError:
-            data = {"message": raw[:500].decode(errors="replace")}
-        if not 200 <= response.status < 300:
-            raise ApiError(response.status, data, method, path)
-        return data if isinstance(data, dict) else {"items": data}
+        return _answer(response, method, path)
 
     def create_with_warnings(
         self, path: str, body: Mapping[str, Any], **params: Any
     ) -> tuple[JSON, list[str]]:
         """Create, and return the API server's `Warning` headers too (admission warnings)."""
         response = self._send("POST", path, params=params, body=dict(body))
-        raw = response.read()
-        data = _loads_or_none(raw) or {}
-        if not 200 <= response.status < 300:
-            raise ApiError(response.status, data, "POST", path)
-        return data, parse_warnings(response.headers.getlist("Warning"))
+        return _answer(response, "POST", path), parse_warnings(response.headers.getlist("Warning"))
 
     def get(self, path: str, **params: Any) -> JSON:
         return self.request("GET", path, params=params)
@@ -200,6 +189,18 @@ class Kube:
                 yield orjson.loads(pending)
         finally:
             stream.release_conn()
+
+
+def _answer(response: Any, method: str, path: str) -> JSON:
+    """The decoded JSON body of a response, or ApiError for a non-2xx status."""
+    raw = response.read()
+    try:
+        data = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        data = {"message": raw[:500].decode(errors="replace")}
+    if not 200 <= response.status < 300:
+        raise ApiError(response.status, data if isinstance(data, dict) else None, method, path)
+    return data if isinstance(data, dict) else {"items": data}
 
 
 def _loads_or_none(raw: bytes) -> JSON | None:
