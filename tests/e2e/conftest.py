@@ -25,7 +25,7 @@ from webhook.devcluster.webhook import (
     unregister_webhook,
     wait_until_effective,
 )
-from webhook.kube import Kube
+from webhook.kube import ApiError, Kube
 
 _counter = itertools.count()
 
@@ -93,8 +93,8 @@ class Nodes:
     def _view_count(self) -> int:
         return int(self.hook.get("/readyz")[1]["nodes"]) if self.hook else 0
 
-    def add(self, **spec: object) -> str:
-        name = str(spec.pop("name", None) or unique("node"))
+    def add(self, name: str | None = None, *, prefix: str = "node", **spec: object) -> str:
+        name = name or unique(prefix)
         before = self._view_count()
         create_node(self.kube, node_manifest(name, **spec))  # type: ignore[arg-type]
         self.names.append(name)
@@ -104,7 +104,11 @@ class Nodes:
 
     def remove_all(self) -> None:
         for name in self.names:
-            self.kube.delete(f"/api/v1/nodes/{name}")
+            try:
+                self.kube.delete(f"/api/v1/nodes/{name}")
+            except ApiError as err:
+                if not err.is_not_found:
+                    raise
         if self.hook is not None:
             wait_for(lambda: self._view_count() == 0, message="webhook view to drop test nodes")
 

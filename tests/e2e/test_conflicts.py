@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import Nodes, wait_for
 from tests.e2e.test_reconciler import LEASE_NAMESPACE
 from webhook.admission.registration import webhook_configuration
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.devcluster import DevCluster
-from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest, pod_manifest
+from webhook.devcluster.objects import ensure_namespace, pod_manifest
 from webhook.devcluster.reconciler import ReconcilerProcess, start_reconciler
 from webhook.devcluster.webhook import WebhookProcess, start_webhook, wait_until_effective
 from webhook.kube import Kube
@@ -97,26 +97,9 @@ def replicas(cluster: DevCluster, kube: Kube) -> Iterator[dict[str, WebhookProce
             hook.stop()
 
 
-class Nodes:
-    def __init__(self, kube: Kube):
-        self.kube = kube
-        self.names: list[str] = []
-
-    def add(self, prefix: str, **spec: Any) -> str:
-        name = f"{prefix}-{next(_names)}"
-        create_node(self.kube, node_manifest(name, **spec))
-        self.names.append(name)
-        return name
-
-    def remove_all(self) -> None:
-        for name in self.names:
-            with contextlib.suppress(Exception):
-                self.kube.delete(f"/api/v1/nodes/{name}")
-
-
 @pytest.fixture
 def nodes(kube: Kube) -> Iterator[Nodes]:
-    made = Nodes(kube)
+    made = Nodes(kube, None)  # no webhook view to wait for in this module
     yield made
     made.remove_all()
 
@@ -307,7 +290,7 @@ def test_every_overcommit_of_racing_schedulers_is_reported_with_its_culprit(
     nodes: Nodes,
     namespaces: Namespaces,
 ) -> None:
-    small = [nodes.add("small", cpu="2", memory="8Gi") for _ in range(3)]
+    small = [nodes.add(prefix="small", cpu="2", memory="8Gi") for _ in range(3)]
     rec = start_reconciler(cluster, f"report-{next(_names)}")
     try:
         wait_for(rec.leads, timeout=15, message="the reconciler to lead")
@@ -398,7 +381,7 @@ def test_evict_mode_brings_nodes_back_within_capacity_and_replica_sets_replace_t
     namespaces: Namespaces,
     tmp_path: Path,
 ) -> None:
-    small = [nodes.add("tight", cpu="2", memory="8Gi") for _ in range(2)]
+    small = [nodes.add(prefix="tight", cpu="2", memory="8Gi") for _ in range(2)]
     policy = tmp_path / "evict.yaml"
     policy.write_text(EVICT_POLICY)
     rec = start_reconciler(cluster, f"evict-{next(_names)}", policy=policy)
@@ -414,7 +397,7 @@ def test_evict_mode_brings_nodes_back_within_capacity_and_replica_sets_replace_t
         spaces = [ns_a, ns_b]
         settle(lambda: len(bound_pods(kube, spaces)))
         before = {p["metadata"]["uid"] for p in bound_pods(kube, spaces)}
-        spare = nodes.add("spare", cpu="4", memory="8Gi")
+        spare = nodes.add(prefix="spare", cpu="4", memory="8Gi")
         # Shrink one full node: its last arrivals (ours, owned by a ReplicaSet) must go.
         shrunk_at = time.monotonic()
         kube.patch_merge(f"/api/v1/nodes/{small[0]}/status",
@@ -473,9 +456,9 @@ def test_evict_mode_brings_nodes_back_within_capacity_and_replica_sets_replace_t
 def test_placements_against_taints_affinity_and_kubelet_rejections_are_reported(
     cluster: DevCluster, kube: Kube, nodes: Nodes, namespaces: Namespaces
 ) -> None:
-    tainted = nodes.add("tainted", taints=[{"key": "dedicated", "value": "gpu",
+    tainted = nodes.add(prefix="tainted", taints=[{"key": "dedicated", "value": "gpu",
                                             "effect": "NoSchedule"}])  # fmt: skip
-    plain = nodes.add("plain", labels={"disk": "hdd"})
+    plain = nodes.add(prefix="plain", labels={"disk": "hdd"})
     rec = start_reconciler(cluster, f"kinds-{next(_names)}")
     try:
         ns = namespaces.add("kinds", None)

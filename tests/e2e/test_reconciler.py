@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import Nodes, wait_for
 from webhook.admission.patch import FILTER_RESULT
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.conflicts.model import BOUND_BY_ANNOTATION, SELECTED_NODE_ANNOTATION
 from webhook.devcluster import DevCluster
-from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest, pod_manifest
+from webhook.devcluster.objects import ensure_namespace, pod_manifest
 from webhook.devcluster.reconciler import ReconcilerProcess, start_reconciler
 from webhook.devcluster.webhook import register_webhook, start_webhook, unregister_webhook
 from webhook.kube import Kube
@@ -108,28 +108,9 @@ def namespace(kube: Kube, dead_webhook: None, request: pytest.FixtureRequest) ->
     return name
 
 
-class Nodes:
-    """This test's nodes, deleted afterwards (nodes are cluster-wide)."""
-
-    def __init__(self, kube: Kube):
-        self.kube = kube
-        self.names: list[str] = []
-
-    def add(self, name: str | None = None, **spec: Any) -> str:
-        name = name or f"node-{next(_names)}"
-        create_node(self.kube, node_manifest(name, **spec))
-        self.names.append(name)
-        return name
-
-    def remove_all(self) -> None:
-        for name in self.names:
-            with contextlib.suppress(Exception):
-                self.kube.delete(f"/api/v1/nodes/{name}")
-
-
 @pytest.fixture
 def nodes(kube: Kube) -> Iterator[Nodes]:
-    made = Nodes(kube)
+    made = Nodes(kube, None)  # no webhook view to wait for in this module
     yield made
     made.remove_all()
 
