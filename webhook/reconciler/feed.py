@@ -170,5 +170,5 @@ class Feed:
         if change is not None:
             self.on_event(change)
 
-    def touch(self, kind: str) -> None:
-        self.view.touch(kind)
+    def touch(self, kind: str, resource_version: str = "") -> None:
+        self.view.touch(kind, resource_version)
