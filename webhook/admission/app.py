@@ -142,6 +142,7 @@ def create_app(
             "synced": state.synced,
             "cacheAgeSeconds": round(state.age_seconds, 3),
             "nodes": placer.view.node_count(),
+            "deciding": is_leader(),
         }
         return _json(body, 200 if ready else 503)
 

@@ -63,7 +63,8 @@ class Outcome:
 
     @property
     def audit(self) -> dict[str, str]:
-        text = self.node if self.result in ("placed", "kept") else self.reason
+        plain = self.result in ("placed", "kept") and self.category != "moved"
+        text = self.node if plain else self.reason
         return {"decision": f"{self.result}: {text}"[:512]}
 
 

@@ -31,6 +31,7 @@ terms: what other decisions read), never the raw body. Not thread-safe: the
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -137,6 +138,19 @@ class Ledger:
         self._account(reservation, 1)
         self._snapshot.assume(key, pod, node)
         return reservation
+
+    @contextlib.contextmanager
+    def suspended(self, key: str) -> Iterator[None]:
+        """Leave reservation `key` uncounted for a moment (a dry-run re-check), then restore it."""
+        counted = self._snapshot.tentative(key)
+        if counted is None:
+            yield
+            return
+        self._snapshot.forget(key)
+        try:
+            yield
+        finally:
+            self._snapshot.assume(key, counted[0], counted[1])
 
     def fulfil(self, key: str) -> Reservation | None:
         """The pod carrying `key` arrived: stop counting the tentative pod (the real one counts)."""

@@ -278,12 +278,12 @@ class ClusterView:
             if give_up_at is not None and self._clock() >= give_up_at:
                 late = Decision(None, Code.Skip, "the caller's deadline passed before a re-check")
                 return Placement(late, held_back="deadline")
+            if hold_for is None:  # a dry run changes nothing, not even the old reservation
+                with self._ledger.suspended(key):
+                    return Placement(self._recheck_locked(pod, profile, node, seed))
             self._ledger.release(key)
-            on_node = schedule(replace(pod, node_name=node), self._snapshot, profile, seed=seed)
-            decision = (
-                on_node if on_node.placed else schedule(pod, self._snapshot, profile, seed=seed)
-            )
-            if not decision.placed or decision.node is None or hold_for is None:
+            decision = self._recheck_locked(pod, profile, node, seed)
+            if not decision.placed or decision.node is None:
                 return Placement(decision)
             if decision.node != node and not self._ledger.admits(pod):
                 return Placement(decision, held_back="unconfirmed-share")
@@ -291,6 +291,12 @@ class ClusterView:
                 key, pod, decision.node, hold_for=hold_for, origin=ADMISSION
             )
             return Placement(decision, reservation)
+
+    def _recheck_locked(
+        self, pod: PodView, profile: Profile, node: str, seed: str | None
+    ) -> Decision:
+        on_node = schedule(replace(pod, node_name=node), self._snapshot, profile, seed=seed)
+        return on_node if on_node.placed else schedule(pod, self._snapshot, profile, seed=seed)
 
     def reserve(
         self, pod: PodView, node: str, *, hold_for: float, origin: str, key: str | None = None

@@ -39,6 +39,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from webhook.policy.marks import RESERVATION, SELECTED_NODE, pinned_node
 from webhook.policy.quantity import QuantityError, parse_quantity
 from webhook.policy.selectors import (
     NOTHING,
@@ -69,8 +70,8 @@ __all__ = [
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-RESERVATION_ANNOTATION: Final = "placement-webhook.io/reservation"
-SELECTED_NODE_ANNOTATION: Final = "placement-webhook.io/selected-node"
+RESERVATION_ANNOTATION: Final = RESERVATION
+SELECTED_NODE_ANNOTATION: Final = SELECTED_NODE
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
 EPHEMERAL: Final = "ephemeral-storage"
@@ -391,26 +392,6 @@ def _skip_reason(spec: Mapping[str, Any]) -> str | None:
         for kind, what in _SKIP_VOLUMES.items():
             if vol.get(kind) is not None:
                 return f"pod uses {what}, which the placement policy does not model"
-    return None
-
-
-def pinned_node(pod: Mapping[str, Any]) -> str | None:
-    """The node this webhook pinned the pod to, or None.
-
-    A pin is the selected-node annotation together with a required node
-    affinity whose every term requires `metadata.name In [that node]`; the
-    pod can then be bound nowhere else.
-    """
-    meta = pod.get("metadata") or {}
-    node = (meta.get("annotations") or {}).get(SELECTED_NODE_ANNOTATION)
-    if not isinstance(node, str) or not node:
-        return None
-    pin = {"key": "metadata.name", "operator": "In", "values": [node]}
-    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    terms = required.get("nodeSelectorTerms") or []
-    if terms and all(pin in (t.get("matchFields") or []) for t in terms if isinstance(t, dict)):
-        return node
     return None
 
 

@@ -77,15 +77,17 @@ class DecisionAuthority:
         own_url: str = "",
         on_fresh: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ):
         self.elector, self.settings, self.own_url, self.clock = elector, settings, own_url, clock
-        self.on_fresh = on_fresh
+        self.on_fresh, self.sleep = on_fresh, sleep
         self._pod_rv = pod_resource_version
         self._current_rv = current_resource_version
         self._lock = threading.Lock()
         self._term = 0
         self._fresh = False
         self._since = 0.0
+        self._gate: threading.Thread | None = None
         self.fresh_after: float | None = None
         """Seconds the last takeover waited before deciding (for logs and metrics)."""
 
@@ -94,9 +96,10 @@ class DecisionAuthority:
         with self._lock:
             self._term += 1
             term, self._fresh, self._since = self._term, False, self.clock()
-        threading.Thread(
+        self._gate = threading.Thread(
             target=self._establish, args=(term,), name="authority-gate", daemon=True
-        ).start()
+        )
+        self._gate.start()
 
     def stopped_leading(self) -> None:
         with self._lock:
@@ -132,7 +135,7 @@ class DecisionAuthority:
         settings = self.settings
         wait_until = self._since + settings.webhook_timeout + settings.grace
         while self._current(term) and self.clock() < wait_until:
-            time.sleep(min(0.05, max(0.0, wait_until - self.clock())))
+            self.sleep(min(0.05, max(0.0, wait_until - self.clock())))
         if not self._current(term):
             return
         barrier = ""
@@ -144,7 +147,7 @@ class DecisionAuthority:
         while self._current(term) and self.clock() < deadline:
             if barrier and _not_older(self._pod_rv(), barrier):
                 break
-            time.sleep(0.01)
+            self.sleep(0.01)
         with self._lock:
             if self._term != term:
                 return

@@ -24,10 +24,11 @@ import orjson
 from webhook.cluster.view import ClusterView
 from webhook.conflicts.model import PodRecord
 from webhook.conflicts.store import ConflictStore
+from webhook.policy import marks
 from webhook.policy.model import NodeView
 from webhook.reconciler.queue import ClusterEvent
 
-SCHEDULER_NAME: Final = "placement-webhook"
+SCHEDULER_NAME: Final = marks.SCHEDULER_NAME
 
 
 def is_pending_ours(pod: Mapping[str, Any]) -> bool:

@@ -33,7 +33,11 @@ from tests.unit.deploy.manifests import (
     raw,
     render,
 )
-from webhook.admission.registration import CONFIGURATION_NAME, webhook_configuration
+from webhook.admission.registration import (
+    CONFIGURATION_NAME,
+    NOT_BOUND_BY_OTHERS,
+    webhook_configuration,
+)
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.extender.config import ExtenderEntry
 from webhook.policy.profile import load_policy
@@ -93,7 +97,7 @@ def test_the_webhook_configuration_has_the_safety_settings_of_registration_py(
     assert hook["sideEffects"] == "NoneOnDryRun"
     assert hook["reinvocationPolicy"] == "IfNeeded"
     assert hook["matchConditions"] == [
-        {"name": "not-already-bound", "expression": "!has(object.spec.nodeName)"}
+        {"name": "not-bound-by-others", "expression": NOT_BOUND_BY_OTHERS}
     ]
     assert hook["rules"][0]["operations"] == ["CREATE"]
     assert hook["rules"][0]["resources"] == ["pods"]
