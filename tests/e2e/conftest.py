@@ -74,9 +74,7 @@ def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
 
 def delete_pods(kube: Kube, namespace: str) -> None:
     """Delete every pod of `namespace` at once (no kubelet confirms a graceful deletion)."""
-    kube.request(
-        "DELETE", f"/api/v1/namespaces/{namespace}/pods", params={"gracePeriodSeconds": 0}
-    )
+    kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", params={"gracePeriodSeconds": 0})
 
 
 def unique(prefix: str) -> str:

@@ -28,6 +28,7 @@ from webhook.devcluster.objects import ensure_namespace, pod_manifest
 from webhook.devcluster.reconciler import ReconcilerProcess, start_reconciler
 from webhook.devcluster.webhook import register_webhook, start_webhook, unregister_webhook
 from webhook.kube import Kube
+from webhook.reconciler.options import DEFAULT_LEASE_NAME
 
 pytestmark = pytest.mark.e2e
 
@@ -47,7 +48,7 @@ def events_in(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
     return [e for e in items if e.get("reason") == reason]
 
 
-def lease_holder(kube: Kube, name: str = "placement-webhook-reconciler") -> str:
+def lease_holder(kube: Kube, name: str = DEFAULT_LEASE_NAME) -> str:
     path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{name}"
     with contextlib.suppress(Exception):
         return str(kube.get(path)["spec"].get("holderIdentity") or "")

@@ -298,6 +298,26 @@ class ClusterView:
         on_node = schedule(replace(pod, node_name=node), self._snapshot, profile, seed=seed)
         return on_node if on_node.placed else schedule(pod, self._snapshot, profile, seed=seed)
 
+    def stranded(self, uid: str, pod: PodView, profile: Profile, node: str) -> str | None:
+        """For a pending pod pinned to `node`: another node that fits it, if `node` does not.
+
+        `pod` is the pod without our pin. The pinned pod itself is left out of
+        the count while it is checked (it counts on `node` as long as it waits).
+        """
+        with self._lock:
+            counted = self._snapshot.pod(uid)
+            if counted is not None:
+                self._snapshot.remove_pod(uid)
+            try:
+                on_node = schedule(replace(pod, node_name=node), self._snapshot, profile)
+                if on_node.placed:
+                    return None
+                elsewhere = schedule(pod, self._snapshot, profile)
+                return elsewhere.node if elsewhere.placed else None
+            finally:
+                if counted is not None:
+                    self._snapshot.upsert_pod(counted)
+
     def reserve(
         self, pod: PodView, node: str, *, hold_for: float, origin: str, key: str | None = None
     ) -> Reservation:

@@ -148,6 +148,7 @@ def start_webhook(
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: SIGKILL takes the worker too
             preexec_fn=_die_with_parent,
         )
     hook = WebhookProcess(

@@ -9,7 +9,13 @@
   admission, and hands placed pods to a small bind pool (kube-scheduler's
   binding cycle runs async too); the pool binds, verifies, writes events and
   settles the pod in the queue;
-- the conflict loop runs detection passes and, as leader, reports.
+- the conflict loop runs detection passes and, as leader, reports;
+- the repair pass (nodeAffinity mode) deletes a pod that we pinned to a node
+  that no longer fits it (kube-scheduler has called it Unschedulable) when
+  another node fits and its controller recreates it: the new pod comes
+  through admission again and is pinned where it fits. Only pods of
+  ReplicaSets, StatefulSets and ReplicationControllers are ever pinned (the
+  others are only steered with a preferred term), so no pod is lost.
 
 The scheduling thread waits on the queue's condition, woken by watch
 events, finished binds and leadership changes, or by the next backoff
@@ -29,8 +35,9 @@ from webhook.cluster.ledger import BINDER
 from webhook.cluster.view import ClusterView
 from webhook.conflicts.report import ConflictLoop, ConflictMetrics, ConflictReporter
 from webhook.conflicts.store import ConflictStore
-from webhook.events import EventRecorder, failed_scheduling, scheduled
+from webhook.events import EventRecorder, failed_scheduling, placement_repaired, scheduled
 from webhook.kube import Kube, pod_path
+from webhook.policy import marks
 from webhook.policy.model import PodView
 from webhook.policy.profile import Policy
 from webhook.policy.status import Code
@@ -81,6 +88,9 @@ class FallbackBinder:
             is_leader=is_leader,
         )
         self.conflict_loop = ConflictLoop(self.reporter, interval=settings.conflict_interval)
+        self._pinned: dict[str, Mapping[str, Any]] = {}  # pending pods we pinned, by uid
+        self._repaired: dict[str, float] = {}  # uid -> when we deleted it
+        self._next_repair = 0.0
         self._threads = [
             threading.Thread(target=self._schedule_loop, name="schedule", daemon=True),
             threading.Thread(target=self._housekeeping, name="housekeeping", daemon=True),
@@ -119,6 +129,10 @@ class FallbackBinder:
     # ---- feed callbacks (informer threads) -------------------------------
     def _on_pod(self, uid: str, pod: Mapping[str, Any] | None) -> None:
         with self._cond:
+            if pod is not None and _pending_pinned(pod):
+                self._pinned[uid] = pod
+            else:
+                self._pinned.pop(uid, None)
             if pod is not None and is_pending_ours(pod) and not is_gated(pod):
                 self.queue.add(
                     uid, pod, now=self.clock(), priority=priority(pod), signature=signature(pod)
@@ -305,6 +319,74 @@ class FallbackBinder:
         while not self._stop.wait(1.0):
             self.view.expire_reservations()
             self.refresh_gauges()
+            if self.may_act():  # pinned pods exist only from nodeAffinity mode, now or before
+                try:
+                    self.repair_pass()
+                except Exception:  # a bug here must not stop expiring reservations
+                    log.exception("repair pass failed")
+
+    # ---- nodeAffinity repair -------------------------------------------
+    def repair_pass(self) -> int:
+        """Delete stranded pinned pods whose controller recreates them; returns how many."""
+        now = self.clock()
+        with self._cond:
+            candidates = [
+                (uid, pod) for uid, pod in self._pinned.items()
+                if uid not in self._repaired and _declared_unschedulable(pod)
+            ]  # fmt: skip
+        for uid, when in list(self._repaired.items()):
+            if now - when > 600:
+                del self._repaired[uid]
+        repaired = 0
+        for uid, pod in candidates:
+            node = marks.pinned_node(pod)
+            if node is None or not marks.pin_is_required(pod):
+                continue
+            unpinned = marks.without_placement(pod)
+            try:
+                view = PodView.from_dict(unpinned)
+            except (ValueError, TypeError):
+                continue
+            profile = self.policy.profile_for(view.scheduler_name)
+            if profile is None:
+                continue
+            elsewhere = self.view.stranded(uid, view, profile, node)
+            if elsewhere is None:
+                continue
+            if self._delete_for_repair(pod, uid, node, elsewhere):
+                self._repaired[uid] = now
+                repaired += 1
+        return repaired
+
+    def _delete_for_repair(
+        self, pod: Mapping[str, Any], uid: str, node: str, elsewhere: str
+    ) -> bool:
+        meta = pod.get("metadata") or {}
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        kind = marks.controller_kind(pod) or "controller"
+        note = (
+            f"pinned to {node}, which no longer fits it, while {elsewhere} does; "
+            f"deleted so that its {kind} recreates it and admission places it again"
+        )
+        try:
+            self.client.request(
+                "DELETE",
+                pod_path(namespace, name),
+                body={
+                    "apiVersion": "v1",
+                    "kind": "DeleteOptions",
+                    # unchanged since we judged it (not bound meanwhile), same pod
+                    "preconditions": {"uid": uid, "resourceVersion": meta.get("resourceVersion")},
+                },
+                timeout=5.0,
+            )  # fmt: skip
+        except Exception as err:
+            log.info("repair of %s/%s not done: %s", namespace, name, err)
+            return False
+        self.metrics.attempts.labels("repaired").inc()
+        self.recorder.record(placement_repaired(namespace, name, uid, note))
+        log.info("repaired %s/%s: %s", namespace, name, note)
+        return True
 
     def refresh_gauges(self) -> None:
         with self._cond:
@@ -315,3 +397,24 @@ class FallbackBinder:
         self.metrics.cache_synced.set(1 if self.view.sync_state().synced else 0)
         self.metrics.nodes.set(self.view.node_count())
         self.metrics.leader.set(1 if self.may_act() else 0)
+
+
+def _pending_pinned(pod: Mapping[str, Any]) -> bool:
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    return (
+        not spec.get("nodeName")
+        and meta.get("deletionTimestamp") is None
+        and phase not in ("Succeeded", "Failed")
+        and marks.pinned_node(pod) is not None
+    )
+
+
+def _declared_unschedulable(pod: Mapping[str, Any]) -> bool:
+    """kube-scheduler tried and found no node for it (PodScheduled False, Unschedulable)."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled":
+            return bool(
+                condition.get("status") == "False" and condition.get("reason") == "Unschedulable"
+            )
+    return False

@@ -77,8 +77,12 @@ def test_the_follower_gives_the_leader_less_than_the_callers_timeout() -> None:
 
 @pytest.mark.parametrize(
     "forwarder",
-    [Forwarder(None), Forwarder(b"not json"), Forwarder(leader_answer("another-uid")),
-     Forwarder(leader_answer("uid-1"), status=503)],  # fmt: skip
+    [
+        Forwarder(None),
+        Forwarder(b"not json"),
+        Forwarder(leader_answer("another-uid")),
+        Forwarder(leader_answer("uid-1"), status=503),
+    ],
 )
 def test_no_usable_answer_from_the_leader_hands_the_pod_off(forwarder: Forwarder) -> None:
     client, view = app(("forward", "https://leader:8443"), forwarder)
@@ -126,8 +130,18 @@ def test_a_hand_off_keeps_a_pod_that_is_not_decidable_now_with_the_fallback_bind
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("2s", 2.0), ("1.5s", 1.5), ("500ms", 0.5), ("1m", 60.0), ("1m30s", None), ("", None),
-     ("2", None), ("-1s", None), ("s", None), ("10h", None)],  # fmt: skip
+    [
+        ("2s", 2.0),
+        ("1.5s", 1.5),
+        ("500ms", 0.5),
+        ("1m", 60.0),
+        ("1m30s", None),
+        ("", None),
+        ("2", None),
+        ("-1s", None),
+        ("s", None),
+        ("10h", None),
+    ],
 )
 def test_the_api_servers_timeout_parameter_is_read_as_a_go_duration(
     text: str, seconds: float | None
