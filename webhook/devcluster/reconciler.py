@@ -39,8 +39,15 @@ class ReconcilerProcess(ServedProcess):
         return 0.0
 
     def leads(self) -> bool:
+        """Holds the Lease (it may still be waiting for its view to be fresh)."""
         with contextlib.suppress(OSError):
             return bool(self.get("/readyz")[1].get("leader"))
+        return False
+
+    def decides(self) -> bool:
+        """Holds the Lease and its view is fresh past the takeover: it binds."""
+        with contextlib.suppress(OSError):
+            return bool(self.get("/readyz")[1].get("deciding"))
         return False
 
 

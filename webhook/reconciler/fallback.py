@@ -312,7 +312,7 @@ class FallbackBinder:
                 timeout=5.0,
             )
         except Exception as err:
-            log.debug("PodScheduled condition not set on %s: %s", meta.get("name"), err)
+            log.warning("PodScheduled condition not set on %s: %s", meta.get("name"), err)
 
     # ---- housekeeping --------------------------------------------------
     def _housekeeping(self) -> None:
