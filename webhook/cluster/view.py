@@ -21,10 +21,20 @@ from webhook.policy.framework import Decision, schedule
 from webhook.policy.model import ClusterSnapshot, PodView
 from webhook.policy.profile import Profile
 from webhook.policy.status import Code
+from webhook.policy.workloads import WORKLOAD_KINDS, object_key
 
 RESERVATION_ANNOTATION = "placement-webhook.io/reservation"
 T = TypeVar("T")
-KINDS = ("Node", "Pod", "Namespace")
+# What the view is fed; the Services and controllers give default spreading its selectors.
+KINDS = (
+    "Node",
+    "Pod",
+    "Namespace",
+    "Service",
+    "ReplicationController",
+    "ReplicaSet",
+    "StatefulSet",
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,8 @@ class ClusterView:
     @staticmethod
     def _key(kind: str, obj: Mapping[str, Any]) -> str:
         meta = obj.get("metadata") or {}
+        if kind in WORKLOAD_KINDS:
+            return object_key(obj)
         return str(meta.get("uid") or meta.get("name")) if kind == "Pod" else str(meta.get("name"))
 
     def _upsert(self, kind: str, obj: Mapping[str, Any]) -> Reservation | None:
@@ -88,6 +100,8 @@ class ClusterView:
             self._snapshot.upsert_pod(obj)
             if reservation is not None:
                 fulfilled = self._reservations.pop(reservation.key)
+        elif kind in WORKLOAD_KINDS:
+            self._snapshot.workloads.upsert(kind, obj)
         else:
             self._snapshot.upsert_namespace(obj)
         self._known[kind].add(self._key(kind, obj))
@@ -102,6 +116,8 @@ class ClusterView:
             self._snapshot.remove_node(key)
         elif kind == "Pod":
             self._snapshot.remove_pod(key)
+        elif kind in WORKLOAD_KINDS:
+            self._snapshot.workloads.remove(kind, key)
         else:
             self._snapshot.remove_namespace(key)
         self._known[kind].discard(key)

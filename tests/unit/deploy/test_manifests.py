@@ -327,6 +327,9 @@ def test_no_rule_uses_wildcards_and_no_cluster_role_reads_secrets(objects: list[
                 assert "secrets" not in rule["resources"]
 
 
+WORKLOADS = ("services", "replicationcontrollers", "replicasets", "statefulsets")
+
+
 def test_the_network_facing_webhook_cannot_bind_evict_or_read_secrets(objects: list[Obj]) -> None:
     granted = {
         (r, v)
@@ -342,6 +345,7 @@ def test_the_network_facing_webhook_cannot_bind_evict_or_read_secrets(objects: l
         ("pods", "watch"),
         ("namespaces", "list"),
         ("namespaces", "watch"),
+        *((kind, verb) for kind in WORKLOADS for verb in ("list", "watch")),
         ("events", "create"),
     }
 
