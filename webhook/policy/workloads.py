@@ -22,6 +22,7 @@ Not thread-safe: the caller serialises access (the snapshot's lock).
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,15 +64,22 @@ class ControllerRef:
 
     @staticmethod
     def of(meta: Mapping[str, Any]) -> ControllerRef | None:
-        """metav1.GetControllerOf: the first ownerReference with controller: true."""
+        """metav1.GetControllerOf: the first ownerReference with controller: true.
+
+        The ~100 pods of a ReplicaSet share one instance (every pod holds one)."""
         for ref in meta.get("ownerReferences") or ():
             if isinstance(ref, Mapping) and ref.get("controller"):
-                return ControllerRef(
+                return _shared_ref(
                     str(ref.get("apiVersion") or ""),
                     str(ref.get("kind") or ""),
                     str(ref.get("name") or ""),
                 )
         return None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _shared_ref(api_version: str, kind: str, name: str) -> ControllerRef:
+    return ControllerRef(sys.intern(api_version), sys.intern(kind), sys.intern(name))
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
