@@ -94,8 +94,8 @@ def compare(
         out.add(f"no profile {pod.scheduler_name!r} in the policy")
         return out
     full = schedule(pod, snapshot, replace(profile, percentage_of_nodes_to_score=100))
-    if theirs.hinted:
-        out.add("kube-scheduler took an OpportunisticBatch hint (no full cycle to compare)")
+    if theirs.hint is not None and theirs.hint == theirs.node and not theirs.scores:
+        out.add(f"kube-scheduler took a batching hint, {theirs.hint}: no cycle to compare")
 
     if theirs.error is not None:
         if full.placed:

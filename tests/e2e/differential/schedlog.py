@@ -77,7 +77,8 @@ class Cycle:
     evaluated: int | None = None
     feasible: int | None = None
     error: str | None = None
-    hinted: bool = False
+    hint: str | None = None
+    """The node OpportunisticBatching offered; taken when the pod is bound there unscored."""
 
     @property
     def done(self) -> bool:
@@ -110,7 +111,7 @@ def read_cycle(lines: Iterable[Line], pod: str) -> Cycle:
         elif line.message == NO_NODES:
             cycle.error = "no nodes available to schedule pods"
         elif line.message == HINT:
-            cycle.hinted = True
+            cycle.hint = v.get("hint")
     return cycle
 
 
