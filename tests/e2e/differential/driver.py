@@ -48,7 +48,7 @@ INTERESTING = frozenset(
         schedlog.NODE_UPDATE,
         schedlog.NODE_DELETE,
         *schedlog.POD_DELETE,
-        "Error scheduling pod; retrying",
+        schedlog.FAILED,
     }
 )
 FORCE = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
@@ -89,6 +89,12 @@ class SchedulerLog:
     def mark(self) -> int:
         self.poll()
         return len(self.lines)
+
+    def forget(self) -> int:
+        """Drop the lines read so far (each step waits only on lines after its own mark)."""
+        self.poll()
+        self.lines.clear()
+        return 0
 
     def wait(
         self, mark: int, done: Callable[[list[schedlog.Line]], bool], what: str, timeout: float
@@ -170,7 +176,7 @@ class Driver:
         kube = self.kube
         namespaces = [kube.create(_path(ns), ns) for ns in case.namespaces]
         workloads = [kube.create(_path(w), w) for w in case.workloads]
-        mark = self.log.mark()
+        mark = self.log.forget()
         nodes = []
         for node in case.nodes:
             kube.create("/api/v1/nodes", {**node, "status": {}})
@@ -201,7 +207,7 @@ class Driver:
 
     def schedule(self, pod: Obj) -> tuple[Obj, schedlog.Cycle]:
         """Create `pod`, wait for kube-scheduler's verdict, delete it again."""
-        mark = self.log.mark()
+        mark = self.log.forget()
         created = self.kube.create(_path(pod), pod)  # a rejected pod raises: nothing to delete
         key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
         try:

@@ -10,6 +10,7 @@ verbosity that logs them, with `--vmodule=schedule_one=10,eventhandlers=4,batch=
     V(2)  "Successfully bound pod to node" pod=.. node=.. evaluatedNodes=E feasibleNodes=F
     V(2)  "Unable to schedule pod; no fit; waiting" pod=.. err="0/N nodes are available: ..."
     V(3)  "OpportunisticBatch provided node hint" pod=.. hint=..  (filters skipped)
+    E     "Error scheduling pod; retrying" pod=.. err=..
     V(3)/V(4) "Add event for node", "Update event for node", "Delete event for node",
           "Delete event for (un)scheduled pod": the scheduler's informers have seen it
 
@@ -30,6 +31,7 @@ BOUND = "Successfully bound pod to node"
 NO_FIT = "Unable to schedule pod; no fit; waiting"
 NO_NODES = "Unable to schedule pod; no nodes are registered to the cluster; waiting"
 HINT = "OpportunisticBatch provided node hint"
+FAILED = "Error scheduling pod; retrying"  # a plugin or API error: no verdict to compare
 NODE_ADD, NODE_UPDATE, NODE_DELETE = (
     "Add event for node",
     "Update event for node",
@@ -110,6 +112,8 @@ def read_cycle(lines: Iterable[Line], pod: str) -> Cycle:
             cycle.error = v.get("err", "")
         elif line.message == NO_NODES:
             cycle.error = "no nodes available to schedule pods"
+        elif line.message == FAILED:
+            cycle.error = f"kube-scheduler error: {v.get('err', '')}"
         elif line.message == HINT:
             cycle.hint = v.get("hint")
     return cycle
