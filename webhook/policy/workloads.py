@@ -204,4 +204,5 @@ class WorkloadSelectors:
         merged = tuple(
             LabelRequirement(k, "In", frozenset((v,))) for k, v in sorted(label_set.items())
         )
-        return LabelSelector(merged + added)
+        # a requirement given twice (Service and ReplicaSet both app=web) is matched once
+        return LabelSelector(tuple(dict.fromkeys(merged + added)))

@@ -56,21 +56,33 @@ class BalancedAllocationArgs:
         return BalancedAllocationArgs(resources)
 
 
-def balance_score(requested: Sequence[IntArray], allocatable: Sequence[IntArray]) -> IntArray:
-    """int((1 - std) * 100) per node over the resources with non-zero allocatable."""
-    alloc = np.vstack(allocatable)
-    used = alloc != 0
-    frac: FloatArray = np.where(used, np.vstack(requested) / np.where(used, alloc, 1), 0.0)
-    frac = np.minimum(frac, 1.0)
-    count = used.sum(axis=0)
-    mean = frac.sum(axis=0) / np.maximum(count, 1)
-    var = np.where(used, (frac - mean) ** 2, 0.0).sum(axis=0) / np.maximum(count, 1)
-    std = np.sqrt(var)
-    # exactly two fractions: the Go code's shortcut |f1 - f2| / 2 (same value, other rounding)
-    spread = np.where(used, frac, -np.inf).max(axis=0) - np.where(used, frac, np.inf).min(axis=0)
-    std = np.where(count == 2, spread / 2, std)
-    std = np.where(count >= 2, std, 0.0)
-    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+class _Balance:
+    """int((1 - std) * 100) per node over the resources with non-zero allocatable, for
+    any requested amounts (with and without the pod share the allocatable part)."""
+
+    def __init__(self, allocatable: Sequence[IntArray]) -> None:
+        alloc = np.vstack(allocatable)
+        self.used = alloc != 0
+        self.denominator = np.where(self.used, alloc, 1)
+        self.count = self.used.sum(axis=0)
+
+    def __call__(self, requested: Sequence[IntArray]) -> IntArray:
+        used, count = self.used, self.count
+        frac: FloatArray = np.minimum(
+            np.where(used, np.vstack(requested) / self.denominator, 0.0), 1.0
+        )
+        if len(frac) == 2:  # exactly two fractions: the Go code's |f1 - f2| / 2
+            std = np.where(count == 2, np.abs(frac[0] - frac[1]) / 2, 0.0)
+        else:
+            mean = frac.sum(axis=0) / np.maximum(count, 1)
+            var = np.where(used, (frac - mean) ** 2, 0.0).sum(axis=0) / np.maximum(count, 1)
+            std = np.sqrt(var)
+            # two of them on this node: the shortcut again (the same value, other rounding)
+            high = np.where(used, frac, -np.inf).max(axis=0)
+            low = np.where(used, frac, np.inf).min(axis=0)
+            std = np.where(count == 2, (high - low) / 2, std)
+            std = np.where(count >= 2, std, 0.0)
+        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -83,12 +95,12 @@ class NodeResourcesBalancedAllocation:
         if all(pod.requests.get(r.name, 0) == 0 for r in self.args.resources):
             return None  # best-effort pod: skip
         cols = resource_columns(state, slots, self.args.resources, use_requested=True)
-        with_pod = [req for _, req, _ in cols]
-        without_pod = [req - _pod_request(state, spec) for spec, req, _ in cols]
-        allocatable = [alloc for _, _, alloc in cols]
         if not cols:
             return np.full(len(slots), MAX_NODE_SCORE, dtype=np.int64)
-        gain = balance_score(with_pod, allocatable) - balance_score(without_pod, allocatable)
+        balance = _Balance([alloc for _, _, alloc in cols])
+        with_pod = [req for _, req, _ in cols]
+        without_pod = [req - _pod_request(state, spec) for spec, req, _ in cols]
+        gain = balance(with_pod) - balance(without_pod)
         half = MAX_NODE_SCORE // 2
         return half + _go_half(half + gain)
 
