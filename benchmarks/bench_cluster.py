@@ -12,6 +12,12 @@ Reported: sync time per resource, watch events/s, the resident memory the
 view adds (RSS delta, after the recording is off the heap), and decision
 latency on the synced view. Targets: 5k nodes / 150k pods under 1 GiB and
 under 60 s to sync.
+
+The Services, ReplicaSets (four revisions per app) and StatefulSets of the
+same apps are listed too, through the same informer path: the view keeps
+only their selectors (default spreading). Reported for them: their JSON
+size, the RSS the view grows by while taking them, and the bytes the
+selector store holds afterwards (tracemalloc, on a store of its own).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,14 +41,20 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_policy import make_node, make_pod
+from bench_policy import make_node, make_pod, make_workloads
 
 from webhook.cluster.informer import Informer
 from webhook.cluster.view import ClusterView
 from webhook.policy.model import PodView
 from webhook.policy.profile import default_policy
+from webhook.policy.workloads import WorkloadSelectors
 
 PAGE = 500
+WORKLOADS = (
+    ("Service", "/api/v1/services"),
+    ("ReplicaSet", "/apis/apps/v1/replicasets"),
+    ("StatefulSet", "/apis/apps/v1/statefulsets"),
+)
 
 
 def rss_bytes() -> int:
@@ -67,6 +80,9 @@ def as_served(obj: dict[str, Any], i: int) -> dict[str, Any]:
             "fieldsV1": {"f:metadata": {"f:labels": {".": {}}}, "f:spec": {"f:containers": {}}},
         }
     ]
+    if obj["kind"] in ("ReplicaSet", "StatefulSet"):
+        owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"]}
+        meta["ownerReferences"] = [{**owner, "uid": meta["uid"], "controller": True}]
     if obj["kind"] == "Pod":
         obj["spec"].setdefault("restartPolicy", "Always")
         obj["spec"].setdefault("terminationGracePeriodSeconds", 30)
@@ -102,8 +118,11 @@ def record(folder: Path, nodes: int, pods_per_node: int, seed: int) -> dict[str,
             pod_objs.append(as_served(pod, len(pod_objs)))
         app += 1
     del pod_objs[nodes * pods_per_node :]
+    workload_objs = make_workloads([f"app-{i}" for i in range(app)], rng)
+    by_kind = {kind: [as_served(w, i) for i, w in enumerate(workload_objs) if w["kind"] == kind]
+               for kind, _ in WORKLOADS}  # fmt: skip
     sizes = {}
-    for kind, objs in (("Node", node_objs), ("Pod", pod_objs)):
+    for kind, objs in (("Node", node_objs), ("Pod", pod_objs), *by_kind.items()):
         pages = [objs[i : i + PAGE] for i in range(0, len(objs), PAGE)]
         total = 0
         for k, page in enumerate(pages):
@@ -120,7 +139,8 @@ def record(folder: Path, nodes: int, pods_per_node: int, seed: int) -> dict[str,
             pod["metadata"]["resourceVersion"] = str(2_000_000 + k)
             pod["spec"]["nodeName"] = rng.choice(names)
             stream.write(orjson.dumps({"type": "MODIFIED", "object": pod}) + b"\n")
-    return {"nodes": len(node_objs), "pods": len(pod_objs), "list_bytes": sizes}
+    return {"nodes": len(node_objs), "pods": len(pod_objs), "list_bytes": sizes,
+            **{f"{kind.lower()}s": len(objs) for kind, objs in by_kind.items()}}  # fmt: skip
 
 
 class RecordedSource:
@@ -130,7 +150,8 @@ class RecordedSource:
         self.folder = folder
 
     def get(self, path: str, **params: Any) -> dict[str, Any]:
-        kind = "Node" if path.endswith("/nodes") else "Pod"
+        kind = next(k for k, p in (("Node", "/api/v1/nodes"), ("Pod", "/api/v1/pods"), *WORKLOADS)
+                    if p == path)  # fmt: skip
         page = params.get("continue") or "0"
         return orjson.loads((self.folder / f"{kind}-{page}.json").read_bytes())  # type: ignore[no-any-return]
 
@@ -139,6 +160,29 @@ class RecordedSource:
         with open(self.folder / "Pod-watch.jsonl", "rb") as stream:
             for line in stream:
                 yield orjson.loads(line)
+
+
+def selector_store_bytes(source: RecordedSource) -> int:
+    """What a selector store holds once every Service and controller is in it (tracemalloc)."""
+    pages = [
+        (kind, source.get(path, **{"continue": token}))
+        for kind, path in WORKLOADS
+        for token in [None, *(str(k) for k in range(1, 1000))]
+        if (source.folder / f"{kind}-{token or 0}.json").exists()
+    ]
+    gc.collect()
+    tracemalloc.start()
+    store = WorkloadSelectors()
+    before = tracemalloc.get_traced_memory()[0]
+    for kind, page in pages:
+        for obj in page["items"]:
+            store.upsert(kind, obj)
+    del pages
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(store) > 0
+    return held
 
 
 def run(nodes: int, pods_per_node: int, seed: int) -> dict[str, Any]:
@@ -162,6 +206,14 @@ def run(nodes: int, pods_per_node: int, seed: int) -> dict[str, Any]:
         rss_after = rss_bytes()
         pod_informer.watch_once()
         t4 = time.perf_counter()
+        gc.collect()
+        rss_before_workloads = rss_bytes()
+        for kind, path in WORKLOADS:
+            Informer(source, view, kind, path, page_size=PAGE).relist()
+        t5 = time.perf_counter()
+        gc.collect()
+        rss_workloads = rss_bytes() - rss_before_workloads
+        store_bytes = selector_store_bytes(source)
 
         profile = default_policy().profile_for("")
         assert profile is not None
@@ -180,6 +232,9 @@ def run(nodes: int, pods_per_node: int, seed: int) -> dict[str, Any]:
         "sync_pods_s": round(t3 - t2, 2),
         "sync_total_s": round(t3 - t1, 2),
         "view_rss_mib": round((rss_after - rss_before) / 2**20, 1),
+        "sync_workloads_s": round(t5 - t4, 2),
+        "workloads_rss_mib": round(rss_workloads / 2**20, 1),
+        "selector_store_kib": round(store_bytes / 1024),
         "process_rss_mib": round(rss_after / 2**20, 1),
         "watch_events_per_s": round(20000 / (t4 - t3)),
         "decision_p50_ms": round(statistics.median(latencies), 3),
@@ -196,13 +251,21 @@ def main() -> int:
     args = parser.parse_args()
     result = run(args.nodes, args.pods_per_node, args.seed)
     result["machine"] = {"python": platform.python_version(), "cpus": platform.machine()}
+    sizes = result["list_bytes"]
+    core = (sizes["Node"] + sizes["Pod"]) / 2**20
+    others = sum(v for k, v in sizes.items() if k not in ("Node", "Pod")) / 2**20
     print(f"cluster view sync, {result['nodes']} nodes / {result['pods']} pods "
-          f"(list: {sum(result['list_bytes'].values()) / 2**20:.0f} MiB of JSON)")  # fmt: skip
+          f"(list: {core:.0f} MiB of JSON)")  # fmt: skip
+    print(f"  + {result['services']} Services, {result['replicasets']} ReplicaSets, "
+          f"{result['statefulsets']} StatefulSets ({others:.1f} MiB of JSON)")  # fmt: skip
     for key in (
         "sync_nodes_s",
         "sync_pods_s",
         "sync_total_s",
         "view_rss_mib",
+        "sync_workloads_s",
+        "workloads_rss_mib",
+        "selector_store_kib",
         "process_rss_mib",
         "watch_events_per_s",
         "decision_p50_ms",

@@ -3,8 +3,10 @@
 Usage: python benchmarks/bench_policy.py [--quick] [--out FILE] [--sizes 100,1000]
 
 Builds a synthetic cluster (~30 pods per node, Deployments of 20-200
-replicas, some with required anti-affinity or zone spread, tainted GPU
-nodes, 5 zones), then times `schedule()` for three pods:
+replicas with their ReplicaSets and Services, some with required
+anti-affinity or zone spread, tainted GPU nodes, 5 zones), then times
+`schedule()` for three pods (all owned by a ReplicaSet, so kube-scheduler's
+default spreading applies):
 
 - plain:  requests only (the common case);
 - anti:   required pod anti-affinity on kubernetes.io/hostname against its app;
@@ -72,6 +74,51 @@ def make_node(i: int, rng: random.Random) -> dict[str, Any]:
             {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
         ]
     return node
+
+
+def namespace_of(app: str) -> str:
+    return f"ns-{hash(app) % 20}"
+
+
+def make_workloads(apps: list[str], rng: random.Random) -> list[dict[str, Any]]:
+    """The objects default spreading reads: per app its ReplicaSet "<app>-h" (the pods'
+    owner) and three scaled-down older revisions, a Service for most, and a
+    StatefulSet for one app in twenty (served-like: templates and status included)."""
+    out: list[dict[str, Any]] = []
+    for app in apps:
+        ns = namespace_of(app)
+        for revision in ("h", "r1", "r2", "r3"):
+            labels = {"app": app, "pod-template-hash": f"{app}-{revision}"}
+            out.append({
+                "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": f"{app}-{revision}", "namespace": ns, "labels": labels,
+                             "annotations": {"deployment.kubernetes.io/revision": "4"}},
+                "spec": {"replicas": 30 if revision == "h" else 0,
+                         "selector": {"matchLabels": labels},
+                         "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
+                             "name": "main", "image": f"registry.example/{app}:1",
+                             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                             "ports": [{"containerPort": 8080}]}]}}},
+                "status": {"replicas": 30, "readyReplicas": 30, "availableReplicas": 30,
+                           "fullyLabeledReplicas": 30, "observedGeneration": 4},
+            })  # fmt: skip
+        if rng.random() < 0.8:
+            out.append({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": app, "namespace": ns, "labels": {"app": app}},
+                "spec": {"selector": {"app": app}, "clusterIP": "10.96.0.10",
+                         "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]},
+            })  # fmt: skip
+        if rng.random() < 0.05:
+            out.append({
+                "apiVersion": "apps/v1", "kind": "StatefulSet",
+                "metadata": {"name": f"{app}-db", "namespace": ns},
+                "spec": {"replicas": 3, "serviceName": app,
+                         "selector": {"matchLabels": {"app": f"{app}-db"}},
+                         "template": {"metadata": {"labels": {"app": f"{app}-db"}},
+                                      "spec": {"containers": [{"name": "db", "image": "db:1"}]}}},
+            })  # fmt: skip
+    return out
 
 
 def make_pod(
@@ -142,7 +189,7 @@ def make_pod(
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "namespace": f"ns-{hash(app) % 20}",
+            "namespace": namespace_of(app),
             "uid": f"uid-{name}",
             "labels": labels,
             "ownerReferences": [
@@ -186,6 +233,8 @@ def build_cluster(
         app_i += 1
     t1 = time.perf_counter()
     snap = ClusterSnapshot.from_objects(nodes, pods)
+    for workload in make_workloads([f"app-{i}" for i in range(app_i)], rng):
+        snap.workloads.upsert(workload["kind"], workload)
     t2 = time.perf_counter()
     # incremental update cost: re-upsert changed pods and nodes
     sample = pods[:2000]

@@ -1,9 +1,15 @@
 """`placement-webhook explain`: why a pod would (not) be placed, offline.
 
-Reads a `kubectl get nodes,pods -A -o json` dump (optionally with Namespace
-items), a Pod manifest and an optional policy file, runs exactly the same
-`schedule()` the webhook runs, and prints each node's filter verdict (with
-kube-scheduler's reason strings) and per-plugin scores.
+Reads a cluster dump (`kubectl get` of SNAPSHOT_KINDS as a v1 List; Nodes
+and Pods at least), a Pod manifest and an optional policy file, runs exactly
+the same `schedule()` the webhook runs, and prints each node's filter verdict
+(with kube-scheduler's reason strings) and per-plugin scores.
+
+A raw manifest has not been through admission yet, so a `runtimeClassName`
+gets what the RuntimeClass admission plugin would add (its overhead,
+nodeSelector and tolerations) from the RuntimeClasses in the dump; a dump
+without RuntimeClasses is said to be one in the output, and the pod is
+evaluated without them.
 
 Exit codes: 0 placed, 3 not placed (unschedulable, or skipped because the
 policy cannot evaluate the pod), 2 bad input (one line on stderr), 1 internal
@@ -16,6 +22,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +33,16 @@ from webhook.policy.model import ClusterSnapshot, PodView
 from webhook.policy.profile import Policy, PolicyError, default_policy, load_policy
 from webhook.policy.status import Code
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_PLACED", "EXIT_UNSCHEDULABLE", "add_arguments", "explain", "run"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_PLACED",
+    "EXIT_UNSCHEDULABLE",
+    "SNAPSHOT_KINDS",
+    "add_arguments",
+    "admit_runtime_class",
+    "explain",
+    "run",
+]
 
 EXIT_PLACED = 0
 EXIT_ERROR = 1
@@ -34,6 +50,9 @@ EXIT_BAD_INPUT = 2
 EXIT_UNSCHEDULABLE = 3
 FULL_TABLE_MAX_NODES = 50
 TOP_NODES = 20
+SNAPSHOT_KINDS = (
+    "nodes,pods,namespaces,services,replicationcontrollers,replicasets,statefulsets,runtimeclasses"
+)
 
 
 class InputError(Exception):
@@ -45,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--snapshot",
         required=True,
         metavar="FILE",
-        help="cluster dump: `kubectl get nodes,pods,namespaces -A -o json` (a v1 List)",
+        help=f"cluster dump: `kubectl get {SNAPSHOT_KINDS} -A -o json` (a v1 List)",
     )
     parser.add_argument(
         "--pod", required=True, metavar="FILE", help="the Pod manifest (YAML or JSON)"
@@ -99,29 +118,98 @@ def _parse_doc(text: str, path: str, what: str) -> Any:
     return docs[0]
 
 
-def load_snapshot(path: str) -> ClusterSnapshot:
+@dataclass(frozen=True)
+class Cluster:
+    """What explain reads from a dump: the snapshot, and the RuntimeClasses by name."""
+
+    snapshot: ClusterSnapshot
+    runtime_classes: Mapping[str, Mapping[str, Any]] | None
+    """None when the dump holds no RuntimeClass at all (taken without them)."""
+
+
+def load_snapshot(path: str) -> Cluster:
     doc = _parse_doc(_read(path, "snapshot"), path, "snapshot")
     if not isinstance(doc, Mapping) or not isinstance(doc.get("items"), list):
         raise InputError(
             f"snapshot {path}: expected a v1 List with items (kubectl get ... -o json)"
         )
     try:
-        return ClusterSnapshot.from_list(doc)
+        snapshot = ClusterSnapshot.from_list(doc)
     except (ValueError, TypeError, AttributeError) as exc:
         raise InputError(f"snapshot {path}: {exc}") from None
+    classes = {
+        str((item.get("metadata") or {}).get("name")): item
+        for item in doc["items"]
+        if isinstance(item, Mapping) and item.get("kind") == "RuntimeClass"
+    }
+    return Cluster(snapshot, classes or None)
 
 
-def load_pod(path: str) -> PodView:
+def load_pod_manifest(path: str) -> Mapping[str, Any]:
     doc = _parse_doc(_read(path, "pod"), path, "pod")
     if not isinstance(doc, Mapping):
         raise InputError(f"pod {path}: expected a Pod object")
     kind = doc.get("kind", "Pod")
     if kind != "Pod":
         raise InputError(f"pod {path}: expected kind Pod, got {kind!r}")
+    return doc
+
+
+def parse_pod(doc: Mapping[str, Any], path: str) -> PodView:
     try:
         return PodView.from_dict(doc)
     except (ValueError, TypeError, AttributeError) as exc:
         raise InputError(f"pod {path}: {exc}") from None
+
+
+def admit_runtime_class(
+    pod: Mapping[str, Any], classes: Mapping[str, Mapping[str, Any]] | None
+) -> tuple[Mapping[str, Any], list[str]]:
+    """The pod as RuntimeClass admission leaves it, and notes on what was (not) added.
+
+    A pod that already has `spec.overhead` went through admission (it comes
+    from the API): it is left as it is. Raises InputError where admission
+    would reject the pod.
+    """
+    spec = pod.get("spec") or {}
+    name = spec.get("runtimeClassName")
+    if not name or spec.get("overhead"):
+        return pod, []
+    if classes is None:
+        return pod, [
+            f"runtimeClassName {name}: the snapshot holds no RuntimeClasses, so the pod's"
+            " overhead (and the class's nodeSelector and tolerations) are not counted;"
+            " add runtimeclasses to the kubectl get"
+        ]
+    found = classes.get(str(name))
+    if found is None:
+        raise InputError(
+            f"pod rejected: RuntimeClass {name!r} not found"
+            f" (the snapshot's RuntimeClasses: {', '.join(sorted(classes))})"
+        )
+    new_spec = dict(spec)
+    notes = []
+    overhead = (found.get("overhead") or {}).get("podFixed")
+    if overhead:
+        new_spec["overhead"] = dict(overhead)
+        listed = ", ".join(f"{k}={v}" for k, v in sorted(overhead.items()))
+        notes.append(f"runtimeClassName {name}: overhead {listed} added, as admission would")
+    scheduling = found.get("scheduling") or {}
+    selector = dict(spec.get("nodeSelector") or {})
+    for key, value in (scheduling.get("nodeSelector") or {}).items():
+        if key in selector and selector[key] != value:
+            raise InputError(
+                f"pod rejected: conflict: runtimeClass.scheduling.nodeSelector[{key}] = {value};"
+                f" pod.spec.nodeSelector[{key}] = {selector[key]}"
+            )
+        selector[key] = value
+    if scheduling.get("nodeSelector"):
+        new_spec["nodeSelector"] = selector
+        notes.append(f"runtimeClassName {name}: its scheduling.nodeSelector added")
+    if scheduling.get("tolerations"):
+        new_spec["tolerations"] = [*(spec.get("tolerations") or ()), *scheduling["tolerations"]]
+        notes.append(f"runtimeClassName {name}: its scheduling.tolerations added")
+    return {**pod, "spec": new_spec}, notes
 
 
 def load_config(path: str | None) -> Policy:
@@ -148,7 +236,9 @@ def explain(pod: PodView, snapshot: ClusterSnapshot, policy: Policy) -> tuple[De
     return schedule(pod, snapshot, profile), profile.name
 
 
-def to_json(decision: Decision, pod: PodView, profile: str) -> dict[str, Any]:
+def to_json(
+    decision: Decision, pod: PodView, profile: str, notes: Sequence[str] = ()
+) -> dict[str, Any]:
     return {
         "pod": f"{pod.namespace}/{pod.name}",
         "profile": profile,
@@ -163,6 +253,7 @@ def to_json(decision: Decision, pod: PodView, profile: str) -> dict[str, Any]:
         "weights": dict(decision.weights),
         "evaluatedNodes": decision.evaluated_nodes,
         "totalNodes": decision.total_nodes,
+        "notes": list(notes),
     }
 
 
@@ -181,10 +272,12 @@ def to_table(
     profile: str,
     snapshot: ClusterSnapshot,
     all_nodes: bool = False,
+    notes: Sequence[str] = (),
 ) -> str:
     out: list[str] = [
         f"pod {pod.namespace}/{pod.name}  schedulerName={pod.scheduler_name}  profile={profile}"
     ]
+    out.extend(f"note: {n}" for n in notes)
     if decision.code is Code.Skip:
         out.append(f"SKIPPED: {decision.message}")
         return "\n".join(out) + "\n"
@@ -240,19 +333,19 @@ def to_table(
 
 def run(args: argparse.Namespace) -> int:
     try:
-        snapshot = load_snapshot(args.snapshot)
-        pod = load_pod(args.pod)
+        cluster = load_snapshot(args.snapshot)
+        manifest, notes = admit_runtime_class(load_pod_manifest(args.pod), cluster.runtime_classes)
+        pod = parse_pod(manifest, args.pod)
         policy = load_config(getattr(args, "config", None))
-        decision, profile = explain(pod, snapshot, policy)
+        decision, profile = explain(pod, cluster.snapshot, policy)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if getattr(args, "output", "table") == "json":
-        sys.stdout.write(json.dumps(to_json(decision, pod, profile), indent=2) + "\n")
+        sys.stdout.write(json.dumps(to_json(decision, pod, profile, notes), indent=2) + "\n")
     else:
-        sys.stdout.write(
-            to_table(decision, pod, profile, snapshot, getattr(args, "all_nodes", False))
-        )
+        all_nodes = getattr(args, "all_nodes", False)
+        sys.stdout.write(to_table(decision, pod, profile, cluster.snapshot, all_nodes, notes))
     if decision.code is Code.Success:
         return EXIT_PLACED
     if decision.code is Code.Error:

@@ -18,10 +18,15 @@ from webhook.cluster.informer import Informer, WatchSource
 from webhook.cluster.view import ClusterView
 from webhook.policy.model import ClusterSnapshot
 
+# Every collection the view is built from (cluster.view.KINDS), for the webhook and the reconciler.
 WATCHED = (
     ("Node", "/api/v1/nodes"),
     ("Pod", "/api/v1/pods"),
     ("Namespace", "/api/v1/namespaces"),
+    ("Service", "/api/v1/services"),
+    ("ReplicationController", "/api/v1/replicationcontrollers"),
+    ("ReplicaSet", "/apis/apps/v1/replicasets"),
+    ("StatefulSet", "/apis/apps/v1/statefulsets"),
 )
 
 
@@ -32,7 +37,7 @@ class ClusterSource(Protocol):
 
 
 class LiveSource:
-    """Informers for nodes, pods and namespaces feeding one ClusterView."""
+    """Informers for every WATCHED collection feeding one ClusterView."""
 
     def __init__(self, client: WatchSource, *, max_age_seconds: float = 120.0):
         self.client = client
@@ -64,18 +69,12 @@ class LiveSource:
 
 
 class SnapshotSource:
-    """A fixed cluster from a `kubectl get nodes,pods,namespaces -A -o json` dump."""
+    """A fixed cluster from a `kubectl get nodes,pods,namespaces,services,... -A -o json` dump."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        items = load_list(self.path)
         self.view = ClusterView(
-            ClusterSnapshot.from_objects(
-                [i for i in items if i.get("kind") == "Node"],
-                [i for i in items if i.get("kind") == "Pod"],
-                [i for i in items if i.get("kind") == "Namespace"],
-            ),
-            synced=True,
+            ClusterSnapshot.from_list({"items": load_list(self.path)}), synced=True
         )
 
     def start(self) -> ClusterView:

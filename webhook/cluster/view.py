@@ -23,9 +23,19 @@ from webhook.policy.framework import Decision, schedule
 from webhook.policy.model import RESERVATION_ANNOTATION, ClusterSnapshot, PodView
 from webhook.policy.profile import Profile
 from webhook.policy.status import Code
+from webhook.policy.workloads import WORKLOAD_KINDS, object_key
 
 T = TypeVar("T")
-KINDS = ("Node", "Pod", "Namespace")
+# What the view is fed; the Services and controllers give default spreading its selectors.
+KINDS = (
+    "Node",
+    "Pod",
+    "Namespace",
+    "Service",
+    "ReplicationController",
+    "ReplicaSet",
+    "StatefulSet",
+)
 
 __all__ = ["KINDS", "ClusterView", "Placement", "Reservation", "SyncState"]
 
@@ -80,6 +90,8 @@ class ClusterView:
     @staticmethod
     def _key(kind: str, obj: Mapping[str, Any]) -> str:
         meta = obj.get("metadata") or {}
+        if kind in WORKLOAD_KINDS:
+            return object_key(obj)
         return str(meta.get("uid") or meta.get("name")) if kind == "Pod" else str(meta.get("name"))
 
     def _upsert(self, kind: str, obj: Mapping[str, Any]) -> Reservation | None:
@@ -92,6 +104,8 @@ class ClusterView:
             if pod.reservation and (pod.counted_node or pod.is_terminal):
                 fulfilled = self._ledger.fulfil(pod.reservation)
             self._snapshot.upsert_pod(pod)
+        elif kind in WORKLOAD_KINDS:
+            self._snapshot.workloads.upsert(kind, obj)
         else:
             self._snapshot.upsert_namespace(obj)
         self._known[kind].add(self._key(kind, obj))
@@ -106,6 +120,8 @@ class ClusterView:
                 if reservation:
                     self._ledger.release(reservation)
             self._snapshot.remove_pod(key)
+        elif kind in WORKLOAD_KINDS:
+            self._snapshot.workloads.remove(kind, key)
         else:
             self._snapshot.remove_namespace(key)
         self._known[kind].discard(key)

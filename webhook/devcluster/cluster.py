@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -325,8 +325,13 @@ class DevCluster:
         *,
         name: str = "kube-scheduler",
         own_processes: bool = True,
+        extra_args: Sequence[str] = (),
     ) -> None:
-        """Start a kube-scheduler (a second one with another `name` and `config` is fine)."""
+        """Start a kube-scheduler (a second one with another `name` and `config` is fine).
+
+        `extra_args` go on its command line as given (say, `--vmodule=...` for
+        the score log lines a differential test reads).
+        """
         kubeconfig = self._client_kubeconfig(name, "system:kube-scheduler", ())
         args = [
             f"--kubeconfig={kubeconfig}",
@@ -338,6 +343,7 @@ class DevCluster:
         ]
         if config:
             args.append(f"--config={self._with_client_connection(Path(config), kubeconfig, name)}")
+        args.extend(extra_args)
         self._spawn(name, args, own_processes, binary="kube-scheduler")
         time.sleep(0.5)
         self._check_alive(name)

@@ -46,7 +46,7 @@ from webhook.policy.model import ClusterSnapshot, PodView
 from webhook.policy.profile import Profile
 from webhook.policy.status import Code, Status
 
-__all__ = ["Decision", "num_feasible_nodes_to_find", "schedule", "tie_break"]
+__all__ = ["Decision", "num_feasible_nodes_to_find", "schedule", "score_nodes", "tie_break"]
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -162,6 +162,29 @@ def _splitmix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 def tie_break(snapshot: ClusterSnapshot, slots: SlotArray, pod_hash: int) -> int:
     """Index into `slots` (equally good nodes) of the one to pick (step 6 above)."""
     return int(np.argmin(_splitmix(snapshot.name_hash[slots] ^ np.uint64(pod_hash))))
+
+
+def score_nodes(
+    state: CycleState, profile: Profile, fslots: SlotArray
+) -> tuple[list[tuple[str, IntArray]], IntArray]:
+    """Step 5 for the feasible nodes `fslots`: each plugin's normalised scores, and the
+    weighted totals. Plugins with nothing to say (Skip) are left out.
+
+    Scores depend on which nodes are scored (normalisation, spreading domains),
+    so a caller replaying another scheduler's sample passes that sample.
+    """
+    total = np.zeros(len(fslots), dtype=np.int64)
+    per_plugin: list[tuple[str, IntArray]] = []
+    for scorer, weight in profile.scorers:
+        raw = scorer.score(state, fslots)
+        if raw is None:
+            continue
+        norm = scorer.normalize(state, raw)
+        if len(norm) and (int(norm.min()) < 0 or int(norm.max()) > 100):
+            raise ValueError(f"plugin {scorer.name} returned a score outside 0..100")
+        per_plugin.append((scorer.name, norm))
+        total += weight * norm
+    return per_plugin, total
 
 
 def schedule(
@@ -322,17 +345,7 @@ def _schedule(
 
     # ---- scores over the feasible nodes found
     fslots: SlotArray = slots[chosen_pos]
-    total = np.zeros(len(fslots), dtype=np.int64)
-    per_plugin: list[tuple[str, IntArray]] = []
-    for scorer, weight in profile.scorers:
-        raw = scorer.score(state, fslots)
-        if raw is None:
-            continue
-        norm = scorer.normalize(state, raw)
-        if len(norm) and (int(norm.min()) < 0 or int(norm.max()) > 100):
-            raise ValueError(f"plugin {scorer.name} returned a score outside 0..100")
-        per_plugin.append((scorer.name, norm))
-        total += weight * norm
+    per_plugin, total = score_nodes(state, profile, fslots)
 
     best = int(total.max())
     ties = np.flatnonzero(total == best)

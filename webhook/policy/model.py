@@ -49,6 +49,7 @@ from webhook.policy.selectors import (
     NodeSelectorTerm,
     parse_int64,
 )
+from webhook.policy.workloads import WORKLOAD_KINDS, ControllerRef, WorkloadSelectors
 
 __all__ = [
     "RESERVATION_ANNOTATION",
@@ -203,7 +204,8 @@ class PodView:
     host_ports: tuple[HostPort, ...] = ()
     images: tuple[str, ...] = ()
     num_containers: int = 0
-    controller_kind: str | None = None
+    controller: ControllerRef | None = None
+    """The controlling ownerReference (default spreading looks its selector up)."""
     reservation: str | None = None
     """The reservation key the pod carries (annotation placement-webhook.io/reservation)."""
     pinned_node: str | None = None
@@ -475,12 +477,6 @@ def _parse_pod(pod: Mapping[str, Any]) -> PodView:
             images.append(normalized_image_name(str(c["image"])))
     n_containers = len(spec.get("initContainers") or ()) + len(spec.get("containers") or ())
 
-    controller = None
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("controller"):
-            controller = str(ref.get("kind"))
-            break
-
     return PodView(
         uid=str(meta.get("uid") or ""),
         namespace=namespace,
@@ -512,7 +508,7 @@ def _parse_pod(pod: Mapping[str, Any]) -> PodView:
         host_ports=tuple(ports),
         images=tuple(images),
         num_containers=n_containers,
-        controller_kind=controller,
+        controller=ControllerRef.of(meta),
         reservation=str(annotations[RESERVATION_ANNOTATION])
         if RESERVATION_ANNOTATION in annotations
         else None,
@@ -654,6 +650,8 @@ class ClusterSnapshot:
         self._ns_names: list[str] = []
         self._ns_labels: dict[str, Mapping[str, str]] = {}
         self._image_cache: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+        # Service and controller selectors (default spreading)
+        self.workloads = WorkloadSelectors()
 
     # ------------------------------------------------------------ builders
 
@@ -675,11 +673,11 @@ class ClusterSnapshot:
 
     @classmethod
     def from_list(cls, doc: Mapping[str, Any]) -> ClusterSnapshot:
-        """From a `kubectl get nodes,pods[,namespaces] -A -o json` v1 List."""
+        """From a `kubectl get nodes,pods[,namespaces,services,replicasets,...] -A -o json` List."""
         items = doc.get("items")
         if not isinstance(items, list):
             raise ValueError("snapshot must be a v1 List with an 'items' array")
-        nodes, pods, nss = [], [], []
+        nodes, pods, nss, workloads = [], [], [], []
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise ValueError(f"items[{i}] is not an object")
@@ -690,7 +688,12 @@ class ClusterSnapshot:
                 pods.append(item)
             elif kind == "Namespace":
                 nss.append(item)
-        return cls.from_objects(nodes, pods, nss)
+            elif kind in WORKLOAD_KINDS:
+                workloads.append(item)
+        snap = cls.from_objects(nodes, pods, nss)
+        for item in workloads:
+            snap.workloads.upsert(str(item["kind"]), item)
+        return snap
 
     # ------------------------------------------------------------ queries
 

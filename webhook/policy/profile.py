@@ -9,12 +9,18 @@ overrides, score weights from `score` taking precedence over `multiPoint`,
 weight 0 meaning 1). Decoding is strict: unknown fields, unknown plugins,
 bad args or values raise `PolicyError` naming the field path and the line in
 the file (YAML node marks from `yaml.compose_all`).
+
+Which profile places the webhook's pods (schedulerName "", default-scheduler
+or placement-webhook): the one the PlacementPolicy names in `schedulerName`;
+without that, the profile named default-scheduler, or else the only profile.
+Several profiles, none of them default-scheduler and none named, is an error
+that lists them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import yaml
@@ -167,7 +173,8 @@ class PlacementSettings:
     mode: str = "nodeName"
     """nodeName: set spec.nodeName; nodeAffinity: pin with required node affinity."""
     scheduler_name: str = DEFAULT_SCHEDULER
-    """Profile used for pods with schedulerName "", default-scheduler or placement-webhook."""
+    """Profile used for pods with schedulerName "", default-scheduler or placement-webhook
+    (see the module notes for the choice when the PlacementPolicy does not name one)."""
     reservation_grace_seconds: float = 3.0
     """How long past its caller's timeout (the API server's webhook timeout, a
     bind request's) a reservation waits for its pod before giving the slot back."""
@@ -510,6 +517,7 @@ def _scheduler_config(cfg: Mapping[str, Any], doc: _Doc) -> dict[str, Profile]:
 
 
 def _placement(cfg: Mapping[str, Any], doc: _Doc) -> PlacementSettings:
+    """The PlacementPolicy's settings (`schedulerName` stays the default when not given)."""
     _mapping(doc, "", cfg, _PLACEMENT_FIELDS)
     mode = cfg.get("mode", "nodeName")
     if mode not in ("nodeName", "nodeAffinity"):
@@ -544,8 +552,10 @@ def _placement(cfg: Mapping[str, Any], doc: _Doc) -> PlacementSettings:
 def load_policy(text: str, source: str = "<policy>") -> Policy:
     """Parse a policy file. Raises PolicyError (with line numbers) when invalid."""
     profiles: dict[str, Profile] | None = None
+    profiles_doc: _Doc | None = None
     placement: PlacementSettings | None = None
     placement_doc: _Doc | None = None
+    named = False
     docs = _documents(text, source)
     for i, (data, doc) in enumerate(docs):
         if not isinstance(data, Mapping):
@@ -558,6 +568,7 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
             if profiles is not None:
                 raise doc.error("kind", "more than one KubeSchedulerConfiguration")
             profiles = _scheduler_config(data, doc)
+            profiles_doc = doc
         elif kind == "PlacementPolicy":
             doc.prefix = "PlacementPolicy "
             if api != PLACEMENT_API:
@@ -566,6 +577,7 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
                 raise doc.error("kind", "more than one PlacementPolicy")
             placement = _placement(data, doc)
             placement_doc = doc
+            named = "schedulerName" in data
         else:
             raise doc.error(
                 "kind",
@@ -575,13 +587,23 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
         profiles = default_policy().profiles  # type: ignore[assignment]
         assert profiles is not None
     placement = placement or PlacementSettings()
-    if placement.scheduler_name not in profiles:
-        err_doc = placement_doc or _Doc(source)
-        raise err_doc.error(
+    choices = ", ".join(sorted(profiles))
+    if named and placement.scheduler_name not in profiles:
+        assert placement_doc is not None
+        raise placement_doc.error(
             "schedulerName",
-            f"no profile named {placement.scheduler_name!r}"
-            f" (profiles: {', '.join(sorted(profiles))})",
+            f"no profile named {placement.scheduler_name!r} (profiles: {choices})",
         )
+    if not named and DEFAULT_SCHEDULER not in profiles:
+        if len(profiles) != 1:
+            err_doc = profiles_doc or _Doc(source)
+            raise err_doc.error(
+                "profiles",
+                f"{len(profiles)} profiles and none is named {DEFAULT_SCHEDULER!r}: name the one"
+                " for the webhook's pods in a PlacementPolicy document's schedulerName"
+                f" (profiles: {choices})",
+            )
+        placement = replace(placement, scheduler_name=next(iter(profiles)))
     return Policy(profiles=dict(profiles), placement=placement)
 
 

@@ -1,6 +1,6 @@
 """Watch events, fanned out: the cluster view, the conflict records, the pending queue.
 
-One set of informers (nodes, pods, namespaces) feeds everything the
+One set of informers (cluster.source.WATCHED) feeds everything the
 reconcile process keeps, so the policy decides against exactly the cluster
 the conflict detector checks. For each event the feed
 
@@ -135,12 +135,13 @@ class Feed:
                         keys.add(uid)
                         self.store.put_pod(obj)
                         self.on_pod(uid, obj)
-                    else:
+                    elif kind == "Namespace":
                         keys.add(_name(obj))
                         self.store.put_namespace(obj)
 
         count = self.view.replace(kind, tap())
-        self.store.keep_only(kind, keys)
+        if kind in ("Node", "Pod", "Namespace"):  # the others only give the view selectors
+            self.store.keep_only(kind, keys)
         if kind == "Pod":
             self.on_relist(keys)
             self.on_event(ClusterEvent.ASSIGNED_POD_DELETE)
@@ -164,6 +165,8 @@ class Feed:
             else:
                 change = pod_event(*self.store.put_pod(obj))
                 self.on_pod(uid, obj)
+        elif kind != "Namespace":
+            pass  # Services and controllers: selectors for the view's default spreading
         elif event == "DELETED":
             self.store.drop_namespace(_name(obj))
         else:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.cluster.ledger import BINDER
-from webhook.cluster.view import ClusterView
+from webhook.cluster.source import WATCHED
+from webhook.cluster.view import KINDS, ClusterView
 from webhook.policy.model import RESERVATION_ANNOTATION, SELECTED_NODE_ANNOTATION, PodView
 from webhook.policy.profile import default_policy
 
@@ -193,15 +194,16 @@ def test_sync_state_reports_unsynced_until_every_kind_is_listed_and_then_age() -
     clock = Clock()
     view = ClusterView(clock=clock)
     assert not view.sync_state().synced
-    for kind in ("Node", "Pod", "Namespace"):
+    for kind in KINDS:
+        assert not view.sync_state().synced
         view.replace(kind, [[]])
     clock.now += 7
     state = view.sync_state()
     assert state.synced and state.age_seconds == 7
-    view.touch("Node")
-    view.touch("Pod")
+    for kind in KINDS[:-1]:
+        view.touch(kind)
     assert view.sync_state().age_seconds == 7  # the slowest watch counts
-    view.touch("Namespace")
+    view.touch(KINDS[-1])
     assert view.sync_state().age_seconds == 0
 
 
@@ -213,6 +215,44 @@ def test_the_newest_pod_resource_version_comes_from_events_and_bookmarks() -> No
     assert view.resource_version("Pod") == "41"
     view.touch("Pod", "57")
     assert view.resource_version("Pod") == "57"
+
+
+def test_the_view_is_fed_every_watched_collection() -> None:
+    assert [kind for kind, _ in WATCHED] == list(KINDS)
+
+
+def _default_spread_score(view: ClusterView) -> dict[str, int]:
+    new = pod("new", cpu="100m")
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "controller": True}
+    new["metadata"].update(labels={"app": "web"}, ownerReferences=[owner])
+    decision = view.place(PodView.from_dict(new), PROFILE, hold_for=None).decision
+    return {n: s.get("PodTopologySpread", -1) for n, s in decision.scores.items()}
+
+
+def test_services_and_replicasets_from_the_watch_drive_default_spreading() -> None:
+    view = ClusterView()
+    nodes = [node("n1"), node("n2")]
+    for n in nodes:
+        n["metadata"]["labels"] = {"kubernetes.io/hostname": n["metadata"]["name"]}
+    view.replace("Node", [nodes])
+    sibling = pod("old", "n1", cpu="100m")
+    sibling["metadata"]["labels"] = {"app": "web"}
+    view.replace("Pod", [[sibling]])
+    assert _default_spread_score(view) == {"n1": -1, "n2": -1}  # nothing selects the pod
+
+    rs = {"kind": "ReplicaSet", "metadata": {"name": "web-1", "namespace": "ns"},
+          "spec": {"selector": {"matchLabels": {"app": "web"}}}}  # fmt: skip
+    view.replace("ReplicaSet", [[rs]])
+    spread = _default_spread_score(view)
+    assert spread["n2"] > spread["n1"]  # away from its sibling
+
+    view.apply("ReplicaSet", "DELETED", rs)
+    service = {"kind": "Service", "metadata": {"name": "web", "namespace": "ns"},
+               "spec": {"selector": {"app": "web"}}}  # fmt: skip
+    view.apply("Service", "ADDED", service)
+    assert _default_spread_score(view) == spread  # the Service selects the same siblings
+    view.replace("Service", [[]])  # gone at the next list
+    assert _default_spread_score(view) == {"n1": -1, "n2": -1}
 
 
 def test_namespace_labels_are_unknown_until_the_namespace_is_seen() -> None:

@@ -334,6 +334,9 @@ def test_no_rule_uses_wildcards_and_no_cluster_role_reads_secrets(objects: list[
                 assert "secrets" not in rule["resources"]
 
 
+WORKLOADS = ("services", "replicationcontrollers", "replicasets", "statefulsets")
+
+
 def test_the_webhook_may_decide_and_bind_but_never_read_secrets(objects: list[Obj]) -> None:
     granted = {
         (r, v)
@@ -349,6 +352,7 @@ def test_the_webhook_may_decide_and_bind_but_never_read_secrets(objects: list[Ob
         ("pods", "watch"),
         ("namespaces", "list"),
         ("namespaces", "watch"),
+        *((kind, verb) for kind in WORKLOADS for verb in ("list", "watch")),
         ("events", "create"),
         ("pods/binding", "create"),
         ("pods", "get"),

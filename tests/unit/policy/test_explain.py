@@ -184,3 +184,86 @@ def test_explain_runs_as_a_module_entry_point(capsys: pytest.CaptureFixture[str]
     )
     assert code == 0
     assert "PLACED" in capsys.readouterr().out
+
+
+def _runtime_class(name: str, overhead: dict[str, str] | None = None, **scheduling: Any) -> Any:
+    rc: dict[str, Any] = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                          "metadata": {"name": name}, "handler": "runc"}  # fmt: skip
+    if overhead:
+        rc["overhead"] = {"podFixed": overhead}
+    if scheduling:
+        rc["scheduling"] = scheduling
+    return rc
+
+
+def _explain_json(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, items: list[Any], pod: Any
+) -> tuple[int, Any]:
+    snap = _cluster(tmp_path, items)
+    code, out, err = _run(capsys, "--snapshot", snap, "--pod", _write(tmp_path, "p.yaml", pod),
+                          "-o", "json")  # fmt: skip
+    return code, json.loads(out) if out else err
+
+
+def test_a_runtime_class_adds_its_overhead_as_admission_would(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pod = make_pod("p", "600m", runtimeClassName="kata")
+    items = [make_node("a", cpu="1"), _runtime_class("kata", {"cpu": "500m", "memory": "64Mi"})]
+    code, doc = _explain_json(capsys, tmp_path, items, pod)
+    assert code == 3
+    assert doc["unschedulableReasons"] == {"a": ["Insufficient cpu"]}  # 600m + 500m > 1
+    assert doc["notes"] == [
+        "runtimeClassName kata: overhead cpu=500m, memory=64Mi added, as admission would"
+    ]
+
+
+def test_without_runtime_classes_in_the_snapshot_the_output_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pod = _write(tmp_path, "p.yaml", make_pod("p", "600m", runtimeClassName="kata"))
+    code, out, _ = _run(capsys, "--snapshot", _cluster(tmp_path, [make_node("a", cpu="1")]),
+                        "--pod", pod)  # fmt: skip
+    assert code == 0
+    assert out.splitlines()[1].startswith(
+        "note: runtimeClassName kata: the snapshot holds no RuntimeClasses, so the pod's overhead"
+    )
+
+
+def test_a_runtime_class_missing_from_the_snapshot_is_what_admission_rejects(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pod = make_pod("p", runtimeClassName="kata")
+    code, err = _explain_json(capsys, tmp_path, [make_node("a"), _runtime_class("gvisor")], pod)
+    assert code == 2
+    assert (
+        "pod rejected: RuntimeClass 'kata' not found (the snapshot's RuntimeClasses: gvisor)" in err
+    )
+
+
+def test_a_runtime_class_schedules_the_pod_onto_its_nodes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rc = _runtime_class("kata", nodeSelector={"sandbox": "kata"},
+                        tolerations=[{"key": "sandbox", "operator": "Exists"}])  # fmt: skip
+    taint = [{"key": "sandbox", "value": "kata", "effect": "NoSchedule"}]
+    items = [make_node("plain"), make_node("kata-1", labels={"sandbox": "kata"}, taints=taint), rc]
+    code, doc = _explain_json(capsys, tmp_path, items, make_pod("p", runtimeClassName="kata"))
+    assert code == 0 and doc["selectedNode"] == "kata-1"
+    assert doc["unschedulableReasons"] == {
+        "plain": ["node(s) didn't match Pod's node affinity/selector"]
+    }
+
+
+def test_services_and_replicasets_in_the_snapshot_drive_default_spreading(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    nodes = [make_node("a"), make_node("b")]
+    sibling = make_pod("w0", "100m", node="a", labels={"app": "web"})
+    meta = {"name": "web", "namespace": "default"}
+    service = {"kind": "Service", "metadata": meta, "spec": {"selector": {"app": "web"}}}
+    pod = make_pod("w1", "100m", labels={"app": "web"})
+    _, alone = _explain_json(capsys, tmp_path, [*nodes, sibling], pod)
+    _, served = _explain_json(capsys, tmp_path, [*nodes, sibling, service], pod)
+    assert "PodTopologySpread" not in alone["scores"]["b"]
+    assert served["scores"]["b"]["PodTopologySpread"] > served["scores"]["a"]["PodTopologySpread"]

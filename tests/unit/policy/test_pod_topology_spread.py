@@ -154,29 +154,69 @@ def test_schedule_anyway_score_matches_kube_scheduler_formula() -> None:
     assert s == {"a-n0": 25, "a-n1": 25, "b-n0": 100, "b-n1": 100}
 
 
-def test_system_default_spreading_applies_to_replicaset_pods() -> None:
-    nodes = [make_node(f"n{i}") for i in range(3)]
-    owner = [
-        {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "name": "web-1",
-            "uid": "rs",
-            "controller": True,
-        }
+def _owned(
+    pod: dict[str, Any], kind: str, name: str, api_version: str = "apps/v1"
+) -> dict[str, Any]:
+    pod["metadata"]["ownerReferences"] = [
+        {"apiVersion": api_version, "kind": kind, "name": name, "uid": name, "controller": True}
     ]
-    pods = [web("w0", "n0"), web("w1", "n0"), web("w2", "n1")]
-    for p in pods:
-        p["metadata"]["ownerReferences"] = owner
-    pod = make_pod("p", labels={"app": "web"})
-    pod["metadata"]["ownerReferences"] = owner
-    d = place(pod, snapshot(nodes, pods), PTS)
+    return pod
+
+
+def _workload(kind: str, name: str, selector: dict[str, Any], namespace: str = "default") -> Any:
+    api = "v1" if kind in ("Service", "ReplicationController") else "apps/v1"
+    meta = {"name": name, "namespace": namespace}
+    return {"apiVersion": api, "kind": kind, "metadata": meta, "spec": {"selector": selector}}
+
+
+def test_system_default_spreading_spreads_among_the_replicasets_pods() -> None:
+    nodes = [make_node(f"n{i}") for i in range(3)]
+    pods = [
+        _owned(web(f"w{i}", node), "ReplicaSet", "web-1")
+        for i, node in enumerate(["n0", "n0", "n1"])
+    ]
+    snap = snapshot(nodes, pods)
+    snap.workloads.upsert(
+        "ReplicaSet", _workload("ReplicaSet", "web-1", {"matchLabels": {"app": "web"}})
+    )
+    pod = _owned(make_pod("p", labels={"app": "web"}), "ReplicaSet", "web-1")
+    d = place(pod, snap, PTS)
     s = {n: v["PodTopologySpread"] for n, v in d.scores.items()}
     assert s["n2"] == 100 and s["n0"] < s["n1"] < 100
     assert d.node == "n2"
 
 
-def test_pods_without_controller_get_no_default_spreading() -> None:
+def test_a_replicaset_missing_from_the_snapshot_gives_no_default_spreading() -> None:
+    nodes = [make_node(f"n{i}") for i in range(2)]
+    pods = [_owned(web("w0", "n0"), "ReplicaSet", "web-1")]
+    pod = _owned(make_pod("p", labels={"app": "web"}), "ReplicaSet", "web-1")
+    d = place(pod, snapshot(nodes, pods), PTS)
+    assert "PodTopologySpread" not in d.scores["n0"]
+
+
+def test_a_service_selecting_the_pod_spreads_it_without_a_controller() -> None:
+    nodes = [make_node(f"n{i}") for i in range(2)]
+    snap = snapshot(nodes, [web("w0", "n0"), make_pod("other", node="n1", labels={"app": "db"})])
+    snap.workloads.upsert("Service", _workload("Service", "web", {"app": "web"}))
+    d = place(make_pod("p", labels={"app": "web", "v": "2"}), snap, PTS)
+    s = {n: v["PodTopologySpread"] for n, v in d.scores.items()}
+    assert s["n1"] == 100 and s["n0"] < 100  # the db pod on n1 is not a sibling
+
+
+def test_service_and_controller_selectors_are_combined() -> None:
+    nodes = [make_node(f"n{i}") for i in range(2)]
+    # w0 matches the Service but not the ReplicaSet's track=canary: not a sibling
+    pods = [web("w0", "n0"), web("w1", "n1", track="canary")]
+    snap = snapshot(nodes, pods)
+    snap.workloads.upsert("Service", _workload("Service", "web", {"app": "web"}))
+    rs = {"matchExpressions": [{"key": "track", "operator": "In", "values": ["canary"]}]}
+    snap.workloads.upsert("ReplicaSet", _workload("ReplicaSet", "canary", rs))
+    pod = _owned(make_pod("p", labels={"app": "web", "track": "canary"}), "ReplicaSet", "canary")
+    d = place(pod, snap, PTS)
+    assert d.node == "n0"
+
+
+def test_pods_without_service_or_controller_get_no_default_spreading() -> None:
     d = place(make_pod("p", labels={"app": "web"}), snapshot([make_node("n0")]), PTS)
     assert "PodTopologySpread" not in d.scores["n0"]
 
@@ -193,13 +233,15 @@ def test_list_defaulting_with_hard_default_constraints_filters() -> None:
             """,
         ),
     )
-    owner = [{"kind": "StatefulSet", "name": "db", "uid": "ss", "controller": True}]
-    existing = make_pod("db-0", node="n0", labels={"app": "db"})
-    existing["metadata"]["ownerReferences"] = owner
+    existing = _owned(make_pod("db-0", node="n0", labels={"app": "db"}), "StatefulSet", "db")
     pod = make_pod("db-1", labels={"app": "db", "statefulset.kubernetes.io/pod-name": "db-1"})
-    pod["metadata"]["ownerReferences"] = owner
-    d = place(pod, snapshot([make_node("n0"), make_node("n1")], [existing]), prof)
+    snap = snapshot([make_node("n0"), make_node("n1")], [existing])
+    snap.workloads.upsert(
+        "StatefulSet", _workload("StatefulSet", "db", {"matchLabels": {"app": "db"}})
+    )
+    d = place(_owned(pod, "StatefulSet", "db"), snap, prof)
     assert d.node == "n1"
+    assert d.node_reasons["n0"] == (NOT_MATCH,)
 
 
 @pytest.mark.parametrize(

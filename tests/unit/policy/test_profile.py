@@ -103,6 +103,36 @@ def test_placement_policy_document_sets_mode_and_profile() -> None:
     assert policy.profile_for("placement-webhook") is policy.profiles["tight"]
 
 
+def test_a_single_profile_with_another_name_places_the_webhooks_pods() -> None:
+    policy = load_policy(HEADER + "profiles:\n  - schedulerName: placement-webhook\n")
+    assert policy.placement.scheduler_name == "placement-webhook"
+    for name in ("", "default-scheduler", "placement-webhook"):
+        assert policy.profile_for(name) is policy.profiles["placement-webhook"]
+
+
+def test_of_several_profiles_the_default_scheduler_one_is_used_unless_one_is_named() -> None:
+    text = HEADER + "profiles:\n  - schedulerName: packing\n  - schedulerName: default-scheduler\n"
+    assert load_policy(text).placement.scheduler_name == "default-scheduler"
+    named = text + "---\napiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\n"
+    named += "schedulerName: packing\n"
+    policy = load_policy(named)
+    assert policy.profile_for("") is policy.profiles["packing"]
+    assert policy.profile_for("default-scheduler") is policy.profiles["packing"]
+
+
+def test_several_profiles_without_a_default_need_the_placement_policy_to_name_one() -> None:
+    text = HEADER + "profiles:\n  - schedulerName: spread\n  - schedulerName: packing\n"
+    with pytest.raises(PolicyError) as err:
+        load_policy(text, source="policy.yaml")
+    assert str(err.value) == (
+        "policy.yaml:3: KubeSchedulerConfiguration profiles: 2 profiles and none is named"
+        " 'default-scheduler': name the one for the webhook's pods in a PlacementPolicy"
+        " document's schedulerName (profiles: packing, spread)"
+    )
+    named = text + "---\napiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\n"
+    assert load_policy(named + "schedulerName: spread\n").default_profile.name == "spread"
+
+
 def test_placement_policy_alone_uses_the_default_profile() -> None:
     policy = load_policy("apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\n")
     assert policy.placement.mode == "nodeName"
@@ -162,7 +192,7 @@ def test_the_old_reservation_ttl_is_refused_with_what_replaced_it() -> None:
             "apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\n"
             "schedulerName: nope\n",
             3,
-            "no profile named 'nope'",
+            "no profile named 'nope' (profiles: default-scheduler)",
         ),
         ("apiVersion: v1\nkind: ConfigMap\n", 2, "unknown kind"),
         (

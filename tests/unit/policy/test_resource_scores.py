@@ -18,26 +18,6 @@ def _scores(
     return {n: s[plugin] for n, s in d.scores.items()}
 
 
-def test_balanced_allocation_prefers_equal_cpu_and_memory_fractions() -> None:
-    nodes = [make_node("a", "4", "4Gi"), make_node("b", "4", "16Gi")]
-    # a: 0.5 cpu, 0.5 mem -> 100 ; b: 0.5 cpu, 0.125 mem -> std 0.1875 -> 81
-    s = _scores(BA, make_pod("p", "2", "2Gi"), nodes, "NodeResourcesBalancedAllocation")
-    assert s == {"a": 100, "b": 81}
-
-
-def test_balanced_allocation_counts_existing_requests() -> None:
-    nodes = [make_node("a", "4", "4Gi")]
-    existing = [make_pod("e", "2", None, node="a")]
-    # cpu (2+1)/4 = .75, mem 1/4 = .25 -> std .25 -> 75
-    s = _scores(BA, make_pod("p", "1", "1Gi"), nodes, "NodeResourcesBalancedAllocation", existing)
-    assert s == {"a": 75}
-
-
-def test_balanced_allocation_skips_best_effort_pods() -> None:
-    d = place(make_pod("p"), snapshot([make_node("a")]), BA)
-    assert "NodeResourcesBalancedAllocation" not in d.scores["a"]
-
-
 def test_balanced_allocation_rejects_weights_other_than_one() -> None:
     with pytest.raises(PolicyError, match="must be 1"):
         only(

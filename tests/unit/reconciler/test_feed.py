@@ -103,3 +103,18 @@ def test_a_relist_drops_records_of_objects_that_are_gone() -> None:
     assert feed.replace("Pod", iter([[pod("b", "n1")]])) == 1
     assert store.pod("uid-a") is None and store.pod("uid-b") is not None
     assert kept[-1] == {"uid-b"}
+
+
+def test_services_and_controllers_reach_the_view_but_not_the_conflict_records() -> None:
+    view, store, sink = ClusterView(), ConflictStore(), Sink()
+    feed = Feed(view, store, on_pod=sink.on_pod, on_event=sink.on_event)
+    feed.replace("Namespace", iter([[{"kind": "Namespace", "metadata": {"name": "shop"}}]]))
+    service = {"kind": "Service", "metadata": {"name": "web", "namespace": "shop"},
+               "spec": {"selector": {"app": "web"}}}  # fmt: skip
+    feed.replace("Service", iter([[service]]))
+    feed.apply("Service", "MODIFIED", service)
+    feed.replace("ReplicaSet", iter([[]]))
+    assert list(store.copy().namespace_labels) == ["shop"]  # not wiped by the Service list
+    assert sink.events == [] and sink.pods == []
+    labels = {"app": "web"}
+    assert view.evaluate(lambda s: s.workloads.services_selecting("shop", labels)) == ["shop/web"]

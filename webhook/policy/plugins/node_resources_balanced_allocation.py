@@ -1,19 +1,27 @@
-"""NodeResourcesBalancedAllocation: prefer nodes whose resource fractions
-(requested incl. the pod / allocatable, capped at 1) are close to each other.
+"""NodeResourcesBalancedAllocation: prefer nodes that the pod leaves better balanced.
 
-score = int((1 - std) * 100), std over the configured resources (default cpu
-and memory; with two resources std = |f1 - f2| / 2). Actual requests are
-used (no non-zero defaults); best-effort pods (no requests for the
-configured resources) are not scored, as in kube-scheduler >= 1.32.
+Kubernetes v1.37 (`balancedResourceScorer`) scores the *change* in balance,
+not the balance after placing the pod:
+
+    balance(fractions) = int((1 - std(fractions)) * 100)
+    score = 50 + (50 + balance(with pod) - balance(without pod)) / 2   (Go integer division)
+
+Fractions are requested / allocatable per configured resource (default cpu
+and memory), capped at 1; a resource with zero allocatable on the node, or
+an extended resource the pod does not request, takes no part. With two
+resources std = |f1 - f2| / 2; with one or none it is 0. Actual requests are
+used (no non-zero defaults). Best-effort pods (no request for any configured
+resource) are not scored at all (PreScore returns Skip).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from webhook.policy.interface import (
     MAX_NODE_SCORE,
@@ -31,6 +39,7 @@ from webhook.policy.plugins.node_resources_fit import (
 )
 
 NAME: Final = "NodeResourcesBalancedAllocation"
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,35 @@ class BalancedAllocationArgs:
         return BalancedAllocationArgs(resources)
 
 
+class _Balance:
+    """int((1 - std) * 100) per node over the resources with non-zero allocatable, for
+    any requested amounts (with and without the pod share the allocatable part)."""
+
+    def __init__(self, allocatable: Sequence[IntArray]) -> None:
+        alloc = np.vstack(allocatable)
+        self.used = alloc != 0
+        self.denominator = np.where(self.used, alloc, 1)
+        self.count = self.used.sum(axis=0)
+
+    def __call__(self, requested: Sequence[IntArray]) -> IntArray:
+        used, count = self.used, self.count
+        frac: FloatArray = np.minimum(
+            np.where(used, np.vstack(requested) / self.denominator, 0.0), 1.0
+        )
+        if len(frac) == 2:  # exactly two fractions: the Go code's |f1 - f2| / 2
+            std = np.where(count == 2, np.abs(frac[0] - frac[1]) / 2, 0.0)
+        else:
+            mean = frac.sum(axis=0) / np.maximum(count, 1)
+            var = np.where(used, (frac - mean) ** 2, 0.0).sum(axis=0) / np.maximum(count, 1)
+            std = np.sqrt(var)
+            # two of them on this node: the shortcut again (the same value, other rounding)
+            high = np.where(used, frac, -np.inf).max(axis=0)
+            low = np.where(used, frac, np.inf).min(axis=0)
+            std = np.where(count == 2, (high - low) / 2, std)
+            std = np.where(count >= 2, std, 0.0)
+        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class NodeResourcesBalancedAllocation:
     args: BalancedAllocationArgs = field(default_factory=BalancedAllocationArgs)
@@ -57,30 +95,26 @@ class NodeResourcesBalancedAllocation:
         if all(pod.requests.get(r.name, 0) == 0 for r in self.args.resources):
             return None  # best-effort pod: skip
         cols = resource_columns(state, slots, self.args.resources, use_requested=True)
-        fracs = []
-        valid = []
-        for _, req, alloc in cols:
-            ok = alloc != 0
-            f = np.where(ok, req / np.maximum(alloc, 1), 0.0)
-            fracs.append(np.minimum(f, 1.0))
-            valid.append(ok)
-        if not fracs:
+        if not cols:
             return np.full(len(slots), MAX_NODE_SCORE, dtype=np.int64)
-        f_arr = np.vstack(fracs)
-        v_arr = np.vstack(valid)
-        count = v_arr.sum(axis=0)
-        safe = np.maximum(count, 1)
-        mean = np.where(v_arr, f_arr, 0.0).sum(axis=0) / safe
-        var = np.where(v_arr, (f_arr - mean) ** 2, 0.0).sum(axis=0) / safe
-        std = np.sqrt(var)
-        if len(fracs) == 2:
-            two = np.abs(f_arr[0] - f_arr[1]) / 2
-            std = np.where(count == 2, two, std)
-        std = np.where(count >= 2, std, 0.0)
-        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        balance = _Balance([alloc for _, _, alloc in cols])
+        with_pod = [req for _, req, _ in cols]
+        without_pod = [req - _pod_request(state, spec) for spec, req, _ in cols]
+        gain = balance(with_pod) - balance(without_pod)
+        half = MAX_NODE_SCORE // 2
+        return half + _go_half(half + gain)
 
     def normalize(self, state: CycleState, scores: IntArray) -> IntArray:
         return scores
+
+
+def _go_half(x: IntArray) -> IntArray:
+    """x / 2 truncated toward zero, as Go divides integers."""
+    return np.where(x >= 0, x // 2, -((-x) // 2))
+
+
+def _pod_request(state: CycleState, spec: ResourceSpec) -> int:
+    return state.pod.requests.get(spec.name, 0)
 
 
 def build(args: Mapping[str, Any] | None) -> NodeResourcesBalancedAllocation:

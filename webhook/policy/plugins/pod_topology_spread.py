@@ -19,11 +19,10 @@ defaultingType System, hostname maxSkew 3 and zone maxSkew 5 (ScheduleAnyway).
 Counting uses the snapshot's pod label index (never a loop over pods) and
 numpy bincounts over per-node domain codes.
 
-Difference: kube-scheduler builds the default constraints' selector from the
-Services, ReplicaSets, ReplicationControllers and StatefulSets selecting the
-pod. The snapshot holds no such objects, so a pod controlled by a ReplicaSet,
-ReplicationController or StatefulSet gets the selector "all of its labels
-except per-pod ones" (which selects its siblings); other pods get no default
+The default constraints select the pod's siblings as kube-scheduler's
+helper.DefaultSelector does (Services selecting the pod, and the selector of
+its controlling ReplicationController, ReplicaSet or StatefulSet, by name):
+see webhook/policy/workloads.py. A pod none of them selects gets no default
 spreading.
 """
 
@@ -49,7 +48,7 @@ from webhook.policy.interface import (
 )
 from webhook.policy.model import ClusterSnapshot, SpreadConstraint
 from webhook.policy.nodematch import pod_required_affinity_mask, untolerated_mask
-from webhook.policy.selectors import LabelRequirement, LabelSelector
+from webhook.policy.selectors import LabelSelector
 from webhook.policy.status import Code, Status
 
 NAME: Final = "PodTopologySpread"
@@ -64,14 +63,6 @@ SCHEDULE_ANYWAY: Final = "ScheduleAnyway"
 SYSTEM: Final = "System"
 LIST: Final = "List"
 _MAX_INT32: Final = 2**31 - 1
-_PER_POD_LABELS: Final = frozenset(
-    {
-        "statefulset.kubernetes.io/pod-name",
-        "apps.kubernetes.io/pod-index",
-        "controller-revision-hash",
-    }
-)
-_DEFAULT_SELECTOR_OWNERS: Final = frozenset({"ReplicaSet", "ReplicationController", "StatefulSet"})
 
 
 @dataclass(frozen=True)
@@ -151,15 +142,14 @@ class PodTopologySpreadArgs:
         return PodTopologySpreadArgs(dtype, tuple(out))
 
 
-def default_selector(state: CycleState) -> LabelSelector | None:
+def default_selector(state: CycleState) -> LabelSelector:
+    """The selector of the default constraints (empty: no default spreading)."""
     pod = state.pod
-    if pod.controller_kind not in _DEFAULT_SELECTOR_OWNERS:
-        return None
-    labels = {k: v for k, v in pod.labels.items() if k not in _PER_POD_LABELS}
-    if not labels:
-        return None
-    return LabelSelector(
-        tuple(LabelRequirement(k, "In", frozenset((v,))) for k, v in sorted(labels.items()))
+    return state.cached(
+        "pts_default_selector",
+        lambda: state.snapshot.workloads.default_selector(
+            pod.namespace, pod.labels, pod.controller
+        ),
     )
 
 
@@ -210,7 +200,7 @@ class PodTopologySpread:
         if not defaults:
             return []
         sel = default_selector(state)
-        if sel is None:
+        if not sel.requirements:
             return []
         return [SpreadConstraint(c.max_skew, c.topology_key, action, sel) for c in defaults]
 
