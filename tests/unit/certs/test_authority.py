@@ -18,7 +18,7 @@ from certs.__main__ import main as certs_main
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
-def test_serving_certificate_has_the_names_and_server_auth() -> None:
+def test_serving_certificate_has_the_names_and_serves_and_authenticates_clients() -> None:
     ca = certs.new_authority(now=NOW)
     leaf = certs.issue_serving_certificate(
         ca, certs.service_dns_names("pw", "ns"), ["127.0.0.1"], now=NOW
@@ -32,7 +32,7 @@ def test_serving_certificate_has_the_names_and_server_auth() -> None:
     }
     assert [str(i) for i in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     usage = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-    assert list(usage) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    assert list(usage) == [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
     assert leaf.issuer == ca.certificate.subject
     assert not leaf.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
 
