@@ -61,6 +61,11 @@ class PlacerSettings:
     """Set schedulerName placement-webhook on pods that fit no node, so the
     reconciler places them when capacity appears. Off: they stay with the
     default scheduler (for clusters that run no reconciler)."""
+    namespace_selector_is_authority: bool = False
+    """True when every caller is authenticated (serve --client-ca): the API server
+    already matched the webhook's namespaceSelector, so its answer stands even
+    where the view's copy of the namespace lags. False: a namespace the view does
+    not know is not opted in (a forged review could name any namespace)."""
 
 
 class Placer:
@@ -92,12 +97,22 @@ class Placer:
             return Outcome("skipped", "malformed pod object", "malformed")
         namespace = request.namespace or (pod.get("metadata") or {}).get("namespace") or ""
         mode = self.policy.placement.mode
+        labels = None
+        if not self.settings.namespace_selector_is_authority:
+            labels = self.view.namespace_labels(namespace)
+            if labels is None:
+                return Outcome(
+                    "skipped",
+                    f"namespace {namespace} is not in the cluster view (callers are not "
+                    "authenticated, so only namespaces seen labelled are placed)",
+                    "namespace-unknown",
+                )
         skip = why_not_handled(
             pod,
             namespace,
             own_namespace=self.settings.own_namespace,
             mode=mode,
-            namespace_labels=self.view.namespace_labels(namespace),
+            namespace_labels=labels,
         )
         if skip is None and mode == "nodeAffinity" and patches.is_pinned_by_affinity(pod):
             skip = ("reinvocation", "already pinned by an earlier invocation")
