@@ -7,8 +7,10 @@ binary is configured by a Deployment's env or by a command line.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -32,8 +34,10 @@ def _load_policy(path: str | None):  # type: ignore[no-untyped-def]
 def _serve(args: argparse.Namespace) -> int:
     from webhook import logs
     from webhook.admission.placement import PlacerSettings
+    from webhook.admission.rules import ENABLED_LABEL
     from webhook.admission.server import ServeSettings, WebhookServer, build_app
     from webhook.cluster.source import ClusterSource, LiveSource, SnapshotSource
+    from webhook.serving.endpoints import MetricsSettings, check_metrics_settings
 
     logs.configure(args.log_format, args.log_level)
     policy = _load_policy(args.policy)
@@ -50,15 +54,50 @@ def _serve(args: argparse.Namespace) -> int:
         events = Kube(args.kubeconfig)
         source = LiveSource(events, max_age_seconds=args.max_cache_age)
     settings = ServeSettings(
-        bind=args.bind, certfile=args.tls_cert, keyfile=args.tls_key, threads=args.threads
+        bind=args.bind,
+        certfile=args.tls_cert,
+        keyfile=args.tls_key,
+        threads=args.threads,
+        client_ca=args.client_ca or None,
+        client_names=tuple(args.client_name or ()),
+        health_bind=args.health_bind,
+        metrics=MetricsSettings(
+            bind=args.metrics_bind,
+            auth=args.metrics_auth,
+            certfile=args.tls_cert,
+            keyfile=args.tls_key,
+        ),
     )
-    placer_settings = PlacerSettings(
-        own_namespace=args.namespace, handoff_unschedulable=args.handoff_unschedulable
-    )
+    if settings.metrics.auth == "delegated" and args.snapshot and settings.metrics.bind:
+        settings = replace(settings, metrics=replace(settings.metrics, auth="none"))
     try:
-        server = WebhookServer(settings, lambda: build_app(source, policy, placer_settings, events))
+        check_metrics_settings(settings.metrics, has_client=events is not None)
+    except ValueError as err:
+        raise SystemExit(f"placement-webhook: {err}") from None
+    if settings.client_names and not settings.client_ca:
+        raise SystemExit("placement-webhook: --client-name needs --client-ca")
+    placer_settings = PlacerSettings(
+        own_namespace=args.namespace,
+        handoff_unschedulable=args.handoff_unschedulable,
+        namespace_selector_is_authority=settings.client_ca is not None,
+    )
+    if settings.client_ca is None:
+        logging.getLogger("webhook.serve").warning(
+            "callers of %s are NOT authenticated (no --client-ca): anyone who can reach the port "
+            "can submit reviews; only namespaces the cluster view has seen labelled %s are "
+            "placed, and the NetworkPolicy is the only guard of the port",
+            settings.bind,
+            ENABLED_LABEL,
+        )
+    try:
+        server = WebhookServer(
+            settings,
+            lambda: build_app(
+                source, policy, placer_settings, events, settings=settings, client=events
+            ),
+        )
     except (OSError, ValueError) as err:
-        raise SystemExit(f"placement-webhook: cannot load the TLS pair: {err}") from None
+        raise SystemExit(f"placement-webhook: cannot load the TLS files: {err}") from None
     server.run()
     return 0
 
@@ -152,6 +191,39 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", default=_env("tls-cert", "tls/tls.crt"))
     serve.add_argument("--tls-key", default=_env("tls-key", "tls/tls.key"))
     serve.add_argument("--threads", type=int, default=int(_env("threads", "8") or 8))
+    serve.add_argument(
+        "--client-ca",
+        default=_env("client-ca"),
+        help="PEM bundle of CAs whose client certificates may call the webhook port (mutual "
+        "TLS: the API server's client CA, and this webhook's own CA for its replicas); without "
+        "it callers are not authenticated",
+    )
+    serve.add_argument(
+        "--client-name",
+        action="append",
+        default=[n for n in (_env("client-name") or "").split(",") if n],
+        help="the client certificate's CN or a DNS SAN must be one of these (repeatable; env: "
+        "comma-separated); default: any certificate --client-ca verifies",
+    )
+    serve.add_argument(
+        "--health-bind",
+        default=_env("health-bind", "127.0.0.1:8081"),
+        help="host:port of the plain-HTTP probe endpoint, /healthz and /readyz (the kubelet "
+        "presents no client certificate); the pod's address in a cluster",
+    )
+    serve.add_argument(
+        "--metrics-bind",
+        default=_env("metrics-bind", "127.0.0.1:8082"),
+        help="host:port of the HTTPS /metrics endpoint ('' for none)",
+    )
+    serve.add_argument(
+        "--metrics-auth",
+        choices=["delegated", "none"],
+        default=_env("metrics-auth", "delegated"),
+        help="delegated: callers need a bearer token that the API server accepts (TokenReview) "
+        "and RBAC get on /metrics (SubjectAccessReview); none: plain HTTP for anyone who "
+        "reaches the address (refused on all interfaces; the default with --snapshot)",
+    )
     serve.add_argument("--policy", default=_env("policy"), help="policy YAML (default built in)")
     source = serve.add_mutually_exclusive_group()
     source.add_argument("--kubeconfig", default=_env("kubeconfig"), help="default: in-cluster")

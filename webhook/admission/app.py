@@ -1,8 +1,11 @@
-"""The Flask app: /mutate, /healthz, /readyz, /metrics.
+"""The Flask app: /mutate, /healthz, /readyz; the pages of the probe and metrics endpoints.
 
 The app never fails closed on a pod: every well-formed review gets an allowing
 answer (with or without a patch); only a request that is not a well-formed
 AdmissionReview gets a 4xx, always as JSON and with the uid when readable.
+`/metrics` is not served here but on the metrics endpoint, where callers are
+authorized (webhook.serving.endpoints): the webhook port may face callers
+that are not authenticated.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from werkzeug.exceptions import HTTPException
 from webhook.admission.metrics import AdmissionMetrics
 from webhook.admission.placement import Outcome, Placer
 from webhook.admission.review import MAX_BODY_BYTES, ReviewError, build_response, parse_review
+from webhook.serving.endpoints import Page, json_page
 
 log = logging.getLogger("webhook.admission")
 
@@ -33,12 +37,47 @@ def _error(message: str, status: int, uid: str | None = None) -> Response:
     return _json(body, status)
 
 
+def pages(placer: Placer, stats: AdmissionMetrics) -> dict[str, Page]:
+    """/healthz, /readyz and /metrics, for the app and for the probe and metrics endpoints."""
+
+    def healthz() -> tuple[int, str, bytes]:
+        return json_page(200, {"status": "ok"})
+
+    def readyz() -> tuple[int, str, bytes]:
+        state = placer.view.sync_state()
+        ready = placer.ready()
+        body = {
+            "ready": ready,
+            "synced": state.synced,
+            "cacheAgeSeconds": round(state.age_seconds, 3),
+            "nodes": placer.view.node_count(),
+        }
+        return json_page(200 if ready else 503, body)
+
+    def metrics() -> tuple[int, str, bytes]:
+        state = placer.view.sync_state()
+        stats.cache_synced.set(1 if state.synced else 0)
+        stats.cache_age.set(state.age_seconds)
+        stats.reservations.set(len(placer.view.reservations()))
+        stats.nodes.set(placer.view.node_count())
+        return 200, CONTENT_TYPE_LATEST, generate_latest(stats.registry)
+
+    return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics}
+
+
+def _page_response(page: Page) -> Response:
+    status, content_type, body = page()
+    return Response(body, status=status, content_type=content_type)
+
+
 def create_app(placer: Placer, metrics: AdmissionMetrics | None = None) -> Flask:
     """Build the app around a placer (which owns the policy and the cluster view)."""
     app = Flask("placement-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     stats = metrics or AdmissionMetrics.create()
     app.extensions["placement-webhook.metrics"] = stats
+    own_pages = pages(placer, stats)
+    app.extensions["placement-webhook.pages"] = own_pages
 
     @app.errorhandler(HTTPException)
     def http_error(err: HTTPException) -> Response:
@@ -67,28 +106,11 @@ def create_app(placer: Placer, metrics: AdmissionMetrics | None = None) -> Flask
 
     @app.get("/healthz")
     def healthz() -> Response:
-        return _json({"status": "ok"})
+        return _page_response(own_pages["/healthz"])
 
     @app.get("/readyz")
     def readyz() -> Response:
-        state = placer.view.sync_state()
-        ready = placer.ready()
-        body = {
-            "ready": ready,
-            "synced": state.synced,
-            "cacheAgeSeconds": round(state.age_seconds, 3),
-            "nodes": placer.view.node_count(),
-        }
-        return _json(body, 200 if ready else 503)
-
-    @app.get("/metrics")
-    def metrics_endpoint() -> Response:
-        state = placer.view.sync_state()
-        stats.cache_synced.set(1 if state.synced else 0)
-        stats.cache_age.set(state.age_seconds)
-        stats.reservations.set(len(placer.view.reservations()))
-        stats.nodes.set(placer.view.node_count())
-        return Response(generate_latest(stats.registry), mimetype=CONTENT_TYPE_LATEST)
+        return _page_response(own_pages["/readyz"])
 
     return app
 

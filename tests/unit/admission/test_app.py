@@ -290,7 +290,9 @@ def test_health_readiness_and_metrics(client: FlaskClient) -> None:
     assert client.get("/healthz").status_code == 200
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.get_json()["nodes"] == 2
-    text = client.get("/metrics").get_data(as_text=True)
+    assert client.get("/metrics").status_code == 404  # only on the authorized metrics endpoint
+    page = client.application.extensions["placement-webhook.pages"]["/metrics"]
+    text = page()[2].decode()
     assert 'placement_webhook_decisions_total{reason="placed",result="placed"} 1.0' in text
     assert "placement_webhook_reservations 1.0" in text
     assert 'placement_webhook_decision_seconds_bucket{le="0.001",result="placed"}' in text

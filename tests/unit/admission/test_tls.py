@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import certs
-from webhook.admission.tls import CertificateReloader
+from webhook.serving.tls import CertificateReloader
 
 
 class Clock:

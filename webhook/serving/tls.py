@@ -7,6 +7,11 @@ old one. Kubernetes updates Secret volumes by swapping a symlink, so the
 files' identity (inode, size, mtime, followed through links) is what we watch.
 A pair that does not load (a key written before its certificate, a half
 copied file) keeps the old context until the next check.
+
+With a client CA bundle, the context requires and verifies a client
+certificate during the handshake (mutual TLS); the bundle is reloaded the
+same way, so adding a CA (the API server's, a new one of our own) needs no
+restart. Only HTTP/1.1 is offered (ALPN), the protocol the worker frames.
 """
 
 from __future__ import annotations
@@ -34,10 +39,11 @@ class CertificateReloader:
         certfile: str,
         keyfile: str,
         *,
+        client_ca: str | None = None,
         check_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.certfile, self.keyfile = certfile, keyfile
+        self.certfile, self.keyfile, self.client_ca = certfile, keyfile, client_ca
         self.check_interval, self.clock = check_interval, clock
         self._lock = threading.Lock()
         self._identity = self._read_identity()
@@ -45,13 +51,18 @@ class CertificateReloader:
         self._checked = clock()
         self.reloads = 0
 
-    def _read_identity(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        return _identity(self.certfile), _identity(self.keyfile)
+    def _read_identity(self) -> tuple[tuple[int, int, int], ...]:
+        files = (self.certfile, self.keyfile, *([self.client_ca] if self.client_ca else []))
+        return tuple(_identity(f) for f in files)
 
     def _build(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(self.certfile, self.keyfile)
+        context.set_alpn_protocols(["http/1.1"])
+        if self.client_ca:
+            context.load_verify_locations(cafile=self.client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
         return context
 
     def context(self) -> ssl.SSLContext:
