@@ -39,11 +39,17 @@ from webhook.policy.profile import Policy
 from webhook.policy.status import Code
 from webhook.reconciler import binding
 from webhook.reconciler.election import ElectionSettings, LeaderElector, LeaseLock
-from webhook.reconciler.endpoints import Endpoints, EndpointServer
+from webhook.reconciler.endpoints import Endpoints
 from webhook.reconciler.feed import Feed, is_gated, is_pending_ours, priority, signature
 from webhook.reconciler.metrics import ReconcilerMetrics
 from webhook.reconciler.options import DEFAULT_BIND, DEFAULT_LEASE_NAME
 from webhook.reconciler.queue import Attempt, BackoffSettings, ClusterEvent, SchedulingQueue
+from webhook.serving.endpoints import (
+    EndpointServer,
+    MetricsSettings,
+    check_metrics_settings,
+    metrics_server,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +72,9 @@ class ReconcileSettings:
     max_cache_age: float = 120.0
     """Seconds of watch silence after which the view is not trusted (not ready, no binds)."""
     bind: str = DEFAULT_BIND
-    """host:port of the HTTP endpoint."""
+    """host:port of the probe endpoint (plain HTTP, /healthz and /readyz)."""
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    """The metrics endpoint (/metrics, /debug/conflicts), callers authorized."""
     pod_condition: bool = True
     """Set PodScheduled=False/Unschedulable on pods that fit nowhere, as kube-scheduler does."""
 
@@ -391,6 +399,12 @@ def settings_from_args(args: argparse.Namespace) -> ReconcileSettings:
         conflict_interval=args.conflict_interval,
         max_cache_age=args.max_cache_age,
         bind=args.bind,
+        metrics=MetricsSettings(
+            bind=args.metrics_bind,
+            auth=args.metrics_auth,
+            certfile=args.metrics_tls_cert,
+            keyfile=args.metrics_tls_key,
+        ),
         pod_condition=not args.no_pod_condition,
     )
 
@@ -405,11 +419,11 @@ def run(client: Kube, policy: Policy, settings: ReconcileSettings) -> int:
         before_scrape=reconciler.refresh_gauges,
     )
     try:
-        server = EndpointServer(settings.bind, endpoints)
-    except OSError as err:
-        raise SystemExit(
-            f"placement-webhook reconcile: cannot listen on {settings.bind}: {err}"
-        ) from None
+        check_metrics_settings(settings.metrics, has_client=True)
+        server = EndpointServer(settings.bind, endpoints.probes, name="probes")
+        metrics = metrics_server(settings.metrics, endpoints.protected, client, name="metrics")
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"placement-webhook reconcile: endpoints: {err}") from None
     done = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -419,6 +433,8 @@ def run(client: Kube, policy: Policy, settings: ReconcileSettings) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     server.start()
+    if metrics is not None:
+        metrics.start()
     reconciler.start()
     log.info(
         "reconciler started", extra={"identity": settings.identity, "endpoint": server.port,
@@ -428,6 +444,8 @@ def run(client: Kube, policy: Policy, settings: ReconcileSettings) -> int:
     done.wait()
     reconciler.stop()
     server.stop()
+    if metrics is not None:
+        metrics.stop()
     return 0
 
 
