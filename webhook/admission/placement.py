@@ -17,12 +17,15 @@ from webhook.admission import patch as patches
 from webhook.admission.review import AdmissionRequest, PatchOperation
 from webhook.admission.rules import SCHEDULER_NAME, why_not_handled
 from webhook.cluster.view import ClusterView
+from webhook.logs import Throttle
 from webhook.policy.framework import Decision
+from webhook.policy.limits import PodLimits, why_not_evaluable
 from webhook.policy.model import PodView
 from webhook.policy.profile import Policy
 from webhook.policy.status import Code
 
 log = logging.getLogger(__name__)
+_failures = Throttle(log, interval=60.0)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class PlacerSettings:
     already matched the webhook's namespaceSelector, so its answer stands even
     where the view's copy of the namespace lags. False: a namespace the view does
     not know is not opted in (a forged review could name any namespace)."""
+    limits: PodLimits = field(default_factory=PodLimits)
+    """Pods larger than these are left to the default scheduler (webhook.policy.limits)."""
 
 
 class Placer:
@@ -82,19 +87,27 @@ class Placer:
         self.view, self.policy, self.settings, self.ready = view, policy, settings, ready
 
     def review(self, request: AdmissionRequest) -> Outcome:
-        """The outcome for one request; never raises (a bug leaves the pod untouched)."""
+        """The outcome for one request; never raises (a bug leaves the pod untouched).
+
+        Tracebacks are throttled (one a minute): a body that trips a bug can be
+        sent at will, and must not become a traceback per pod.
+        """
         try:
-            return self._review(request)
+            return self.decide(request)
         except Exception as err:
-            log.exception("decision failed for a pod in namespace %s", request.namespace)
+            if _failures.allow(type(err).__name__) is not None:
+                log.exception("decision failed for a pod in namespace %s", request.namespace)
             return Outcome("error", f"internal error: {type(err).__name__}", "internal-error")
 
-    def _review(self, request: AdmissionRequest) -> Outcome:
+    def decide(self, request: AdmissionRequest) -> Outcome:
+        """The outcome for one request; raises on a bug (so tests see it: use `review`)."""
         if not request.is_pod_create or request.obj is None:
             return Outcome("skipped", "not a pod CREATE", "not-pod-create")
         pod = request.obj
-        if not all(isinstance(pod.get(part, {}), dict) for part in ("metadata", "spec")):
-            return Outcome("skipped", "malformed pod object", "malformed")
+        unfit = why_not_evaluable(pod, self.settings.limits)
+        if unfit is not None:
+            category = "malformed" if unfit.startswith("malformed") else "too-large"
+            return Outcome("skipped", unfit, category)
         namespace = request.namespace or (pod.get("metadata") or {}).get("namespace") or ""
         mode = self.policy.placement.mode
         labels = None
@@ -131,7 +144,10 @@ class Placer:
         profile = self.policy.profile_for(scheduler)
         if profile is None:
             return Outcome("skipped", f"no profile for scheduler {scheduler!r}", "no-profile")
-        view = PodView.from_dict(_with_namespace(pod, namespace))
+        try:
+            view = PodView.from_dict(_with_namespace(pod, namespace))
+        except ValueError as err:  # quantities and selectors the API server would refuse
+            return Outcome("skipped", f"malformed pod: {err}"[:512], "malformed")
         ttl = self.policy.placement.reservation_ttl_seconds
         decision, key = self.view.place(
             view, profile, reserve_for=None if dry_run else ttl, seed=seed
