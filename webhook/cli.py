@@ -194,9 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--client-ca",
         default=_env("client-ca"),
-        help="PEM bundle of CAs whose client certificates may call the webhook port (mutual "
-        "TLS: the API server's client CA, and this webhook's own CA for its replicas); without "
-        "it callers are not authenticated",
+        help="PEM bundle(s), comma-separated, of the CAs whose client certificates may call the "
+        "webhook port (mutual TLS: the API server's client CA, and this webhook's own CA for "
+        "its replicas); without it callers are not authenticated",
     )
     serve.add_argument(
         "--client-name",

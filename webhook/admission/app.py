@@ -10,6 +10,7 @@ that are not authenticated.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -20,10 +21,20 @@ from werkzeug.exceptions import HTTPException
 
 from webhook.admission.metrics import AdmissionMetrics
 from webhook.admission.placement import Outcome, Placer
-from webhook.admission.review import MAX_BODY_BYTES, ReviewError, build_response, parse_review
+from webhook.admission.review import (
+    MAX_BODY_BYTES,
+    AdmissionRequest,
+    ReviewError,
+    build_response,
+    parse_review,
+)
+from webhook.logs import Throttle
 from webhook.serving.endpoints import Page, json_page
+from webhook.serving.identity import ENVIRON_KEY
 
 log = logging.getLogger("webhook.admission")
+#: Anyone who reaches the port can send bad bodies: one line per kind per minute.
+_throttle = Throttle(log, interval=60.0)
 
 
 def _json(data: object, status: int = 200) -> Response:
@@ -93,15 +104,23 @@ def create_app(placer: Placer, metrics: AdmissionMetrics | None = None) -> Flask
             review = parse_review(request.get_data(cache=False), request.content_type)
         except ReviewError as err:
             stats.bad_requests.labels(str(err.status)).inc()
-            log.warning("bad admission request: %s", err.message)
+            _throttle.warning(err.category, "bad admission request: %s", err.message[:300])
             return _error(err.message, err.status, err.uid)
-        outcome = placer.review(review)
-        answer = build_response(
-            review.uid, patch=outcome.patch, warnings=outcome.warnings, audit=outcome.audit
-        )
+        try:
+            outcome = placer.review(review)
+            answer = build_response(
+                review.uid, patch=outcome.patch, warnings=outcome.warnings, audit=outcome.audit
+            )
+        except Exception as err:  # a bug after parsing: allow the pod untouched, never a 5xx
+            if _throttle.allow("answer-failed") is not None:
+                log.exception("no answer for a review in namespace %s", review.namespace)
+            outcome = Outcome("error", f"internal error: {type(err).__name__}", "internal-error")
+            answer = build_response(review.uid, warnings=outcome.warnings)
         elapsed = time.perf_counter() - started
-        _record(stats, outcome, elapsed)
-        _log_decision(review.namespace, review.obj, review.dry_run, outcome, elapsed)
+        with contextlib.suppress(Exception):  # bookkeeping must not turn an answer into a 500
+            _record(stats, outcome, elapsed)
+            caller = request.environ.get(ENVIRON_KEY)
+            _log_decision(review, outcome, elapsed, caller.common_name if caller else None)
         return _json(answer)
 
     @app.get("/healthz")
@@ -122,21 +141,28 @@ def _record(stats: AdmissionMetrics, outcome: Outcome, elapsed: float) -> None:
 
 
 def _log_decision(
-    namespace: str, pod: object, dry_run: bool, outcome: Outcome, elapsed: float
+    review: AdmissionRequest, outcome: Outcome, elapsed: float, caller: str | None
 ) -> None:
+    """One line per decision; any JSON in the pod's metadata gives a readable name."""
     if outcome.category == "not-pod-create":
         return
-    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    meta = review.obj.get("metadata") if isinstance(review.obj, dict) else None
     meta = meta if isinstance(meta, dict) else {}
+    name, prefix = meta.get("name"), meta.get("generateName")
+    if isinstance(name, str) and name:
+        shown = name[:253]
+    else:
+        shown = (prefix[:253] if isinstance(prefix, str) else "") + "*"
     log.info(
         "decision",
         extra={
-            "pod": f"{namespace}/{meta.get('name') or meta.get('generateName', '') + '*'}",
+            "pod": f"{review.namespace[:253]}/{shown}",
             "result": outcome.result,
             "node": outcome.node,
-            "reason": outcome.reason,
-            "dryRun": dry_run,
+            "reason": outcome.reason[:512],
+            "dryRun": review.dry_run,
             "reservation": outcome.reservation,
             "latencyMs": round(elapsed * 1000, 3),
+            "caller": caller,
         },
     )

@@ -8,10 +8,11 @@ files' identity (inode, size, mtime, followed through links) is what we watch.
 A pair that does not load (a key written before its certificate, a half
 copied file) keeps the old context until the next check.
 
-With a client CA bundle, the context requires and verifies a client
-certificate during the handshake (mutual TLS); the bundle is reloaded the
-same way, so adding a CA (the API server's, a new one of our own) needs no
-restart. Only HTTP/1.1 is offered (ALPN), the protocol the worker frames.
+With client CA bundles (`client_ca`: files, comma-separated), the context
+requires and verifies a client certificate during the handshake (mutual
+TLS); the bundles are reloaded the same way, so adding a CA (the API
+server's, a new one of our own) needs no restart. Only HTTP/1.1 is offered
+(ALPN): the protocol the worker frames.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class CertificateReloader:
         check_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.certfile, self.keyfile, self.client_ca = certfile, keyfile, client_ca
+        self.certfile, self.keyfile = certfile, keyfile
+        self.client_cas = tuple(path for path in (client_ca or "").split(",") if path)
         self.check_interval, self.clock = check_interval, clock
         self._lock = threading.Lock()
         self._identity = self._read_identity()
@@ -52,7 +54,7 @@ class CertificateReloader:
         self.reloads = 0
 
     def _read_identity(self) -> tuple[tuple[int, int, int], ...]:
-        files = (self.certfile, self.keyfile, *([self.client_ca] if self.client_ca else []))
+        files = (self.certfile, self.keyfile, *self.client_cas)
         return tuple(_identity(f) for f in files)
 
     def _build(self) -> ssl.SSLContext:
@@ -60,8 +62,9 @@ class CertificateReloader:
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(self.certfile, self.keyfile)
         context.set_alpn_protocols(["http/1.1"])
-        if self.client_ca:
-            context.load_verify_locations(cafile=self.client_ca)
+        for bundle in self.client_cas:
+            context.load_verify_locations(cafile=bundle)
+        if self.client_cas:
             context.verify_mode = ssl.CERT_REQUIRED
         return context
 
