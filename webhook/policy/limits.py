@@ -223,7 +223,8 @@ def _selector_counts(selectors: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
 
 
 def size_error(pod: Mapping[str, Any], limits: PodLimits) -> str | None:
-    """Which limit the pod exceeds, or None. Assumes `shape_error(pod, POD)` is None."""
+    """Which limit the pod exceeds, or None. Safe on any JSON: counts only what has the
+    right type, so it runs first and a huge pod is refused before its shape is walked."""
     meta, spec = _obj(pod.get("metadata")), _obj(pod.get("spec"))
     containers = _items(spec.get("containers")) + _items(spec.get("initContainers"))
     labels = _obj(meta.get("labels"))
@@ -249,26 +250,38 @@ def size_error(pod: Mapping[str, Any], limits: PodLimits) -> str | None:
             for t in _items(part.get("preferredDuringSchedulingIgnoredDuringExecution"))
         ]
     spreads = [_obj(c) for c in _items(spec.get("topologySpreadConstraints"))]
+    cheap = (  # list lengths first: a huge pod is refused before anything is walked
+        ("containers", len(containers), limits.containers),
+        ("tolerations", len(_items(spec.get("tolerations"))), limits.tolerations),
+        ("node selector terms", len(required) + len(preferred), limits.node_selector_terms),
+        ("pod affinity terms", len(pod_terms), limits.affinity_terms),
+        ("topology spread constraints", len(spreads), limits.spread_constraints),
+        ("labels", len(labels), limits.labels),
+        ("volumes", len(_items(spec.get("volumes"))), limits.volumes),
+        ("nodeSelector entries", len(_obj(spec.get("nodeSelector"))), limits.node_selector),
+    )
+    exceeded = _first_exceeded(cheap)
+    if exceeded:
+        return exceeded
     selectors = [_obj(t) for t in required] + preferred
     selectors += [_obj(t.get(k)) for t in pod_terms for k in ("labelSelector", "namespaceSelector")]
     selectors += [_obj(c.get("labelSelector")) for c in spreads]
     requirements, values = _selector_counts(selectors)
-    counts = (
-        ("containers", len(containers), limits.containers),
-        ("host ports", sum(
-            1 for c in containers for p in _items(_obj(c).get("ports")) if _obj(p).get("hostPort")
-        ), limits.host_ports),
-        ("tolerations", len(_items(spec.get("tolerations"))), limits.tolerations),
-        ("node selector terms", len(required) + len(preferred), limits.node_selector_terms),
-        ("selector requirements", requirements, limits.selector_requirements),
-        ("selector values", values, limits.selector_values),
-        ("pod affinity terms", len(pod_terms), limits.affinity_terms),
-        ("topology spread constraints", len(spreads), limits.spread_constraints),
-        ("labels", len(labels), limits.labels),
-        ("bytes of labels", sum(len(k) + len(v) for k, v in labels.items()), limits.label_bytes),
-        ("volumes", len(_items(spec.get("volumes"))), limits.volumes),
-        ("nodeSelector entries", len(_obj(spec.get("nodeSelector"))), limits.node_selector),
-    )  # fmt: skip
+    host_ports = sum(
+        1 for c in containers for p in _items(_obj(c).get("ports")) if _obj(p).get("hostPort")
+    )
+    label_bytes = sum(len(k) + len(str(v)) for k, v in labels.items())
+    return _first_exceeded(
+        (
+            ("host ports", host_ports, limits.host_ports),
+            ("selector requirements", requirements, limits.selector_requirements),
+            ("selector values", values, limits.selector_values),
+            ("bytes of labels", label_bytes, limits.label_bytes),
+        )
+    )
+
+
+def _first_exceeded(counts: Iterable[tuple[str, int, int]]) -> str | None:
     for what, count, limit in counts:
         if count > limit:
             return f"{count} {what}, more than the {limit} this webhook evaluates"
@@ -277,7 +290,8 @@ def size_error(pod: Mapping[str, Any], limits: PodLimits) -> str | None:
 
 def why_not_evaluable(pod: Mapping[str, Any], limits: PodLimits = PodLimits()) -> str | None:
     """The reason the core must not decide this pod (malformed or too costly), or None."""
+    too_large = size_error(pod, limits)
+    if too_large:
+        return too_large
     error = shape_error(pod, POD)
-    if error:
-        return f"malformed pod: {error}"
-    return size_error(pod, limits)
+    return f"malformed pod: {error}" if error else None
