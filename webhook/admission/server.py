@@ -32,6 +32,7 @@ from webhook.kube import Requester
 from webhook.policy.profile import Policy
 from webhook.serving.endpoints import EndpointServer, MetricsSettings, metrics_server
 from webhook.serving.framing import FramingLimits
+from webhook.serving.memory import freeze_periodically
 from webhook.serving.tls import CertificateReloader
 from webhook.serving.worker import BoundedWorker, ConnectionLimits
 
@@ -101,6 +102,7 @@ def build_app(
     app = create_app(placer)
     if settings is not None:
         start_endpoints(app, settings, client)
+        freeze_periodically()
     return app
 
 
