@@ -37,7 +37,7 @@ def _serve(args: argparse.Namespace) -> int:
     from webhook.admission.rules import ENABLED_LABEL
     from webhook.admission.server import ServeSettings, WebhookServer, build_app
     from webhook.cluster.source import ClusterSource, LiveSource, SnapshotSource
-    from webhook.serving.endpoints import MetricsSettings, check_metrics_settings
+    from webhook.serving.endpoints import MetricsSettings, check_bindable, check_metrics_settings
 
     logs.configure(args.log_format, args.log_level)
     policy = _load_policy(args.policy)
@@ -72,7 +72,10 @@ def _serve(args: argparse.Namespace) -> int:
         settings = replace(settings, metrics=replace(settings.metrics, auth="none"))
     try:
         check_metrics_settings(settings.metrics, has_client=events is not None)
-    except ValueError as err:
+        for bind in (settings.health_bind, settings.metrics.bind):
+            if bind:
+                check_bindable(bind)
+    except (OSError, ValueError) as err:
         raise SystemExit(f"placement-webhook: {err}") from None
     if settings.client_names and not settings.client_ca:
         raise SystemExit("placement-webhook: --client-name needs --client-ca")

@@ -186,6 +186,18 @@ class MetricsSettings:
 ALL_INTERFACES = ("", "0.0.0.0", "::", "[::]")
 
 
+def check_bindable(bind: str) -> None:
+    """OSError now, with the address in it, rather than a worker that fails to boot later."""
+    host, _, port = bind.rpartition(":")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]") or "127.0.0.1", int(port)))
+        except OSError as err:
+            raise OSError(f"cannot listen on {bind}: {err.strerror}") from None
+
+
 def check_metrics_settings(settings: MetricsSettings, *, has_client: bool) -> None:
     """ValueError for metrics that would be world-readable or cannot be authorized."""
     if not settings.bind:
