@@ -87,6 +87,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def distinct_free_ports(count: int) -> list[int]:
+    """`count` different free ports (held open together while chosen, so none repeats)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 def _die_with_parent() -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -363,7 +375,7 @@ class DevCluster:
 
     def _write_admission_config(self) -> Path:
         """AdmissionConfiguration: the API server's client certificate for each reserved port."""
-        self.webhook_ports = [free_port() for _ in range(WEBHOOK_PORTS)]
+        self.webhook_ports = distinct_free_ports(WEBHOOK_PORTS)
         user = {
             "client-certificate": str(self.pki / "webhook-client.crt"),
             "client-key": str(self.pki / "webhook-client.key"),
