@@ -261,6 +261,13 @@ def needs_rotation(
     missing = (set(dns_names) - have_dns) | (set(ip_addresses) - have_ips)
     if missing:
         return "missing subject alternative names: " + ", ".join(sorted(missing))
+    if not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
+        try:
+            usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        except x509.ExtensionNotFound:
+            usages = x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])
+        if ExtendedKeyUsageOID.CLIENT_AUTH not in usages:
+            return "not valid for client auth (replicas present it when forwarding a review)"
     return None
 
 
