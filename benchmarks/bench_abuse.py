@@ -1,6 +1,7 @@
 """Abuse of the webhook port, measured: stalled connections, and 10,000 fuzzed bodies.
 
-Usage: python benchmarks/bench_abuse.py [stall] [fuzz] [--pods 200] [--bodies 10000]
+Usage: python benchmarks/bench_abuse.py [stall] [burst] [fuzz] [--pods 200] [--bursts 10]
+       [--bodies 10000]
 
 stall  A real control plane (etcd + kube-apiserver) and `placement-webhook
        serve` with mutual TLS, as the e2e tests run it. 16 connections stall
@@ -9,6 +10,12 @@ stall  A real control plane (etcd + kube-apiserver) and `placement-webhook
        8 send half a review), plus 16 that present no certificate. Then a
        stream of real pods is created through the API server (20/s): how
        many were placed at admission, and the create round trip p50/p99.
+
+burst  The same, with a second mutating webhook after ours (the sidecar
+       injector), so the API server calls ours again for every pod: bursts
+       of 40 concurrent pod creates. Counts the calls to ours the API server
+       gave up on (its log), pods admitted undecided, and the probe
+       endpoint's slowest answer during and after each burst.
 
 fuzz   `serve --snapshot` (1k nodes / 30k pods) with mutual TLS; 4 client
        connections send `--bodies` fuzzed reviews (any JSON anywhere, wrong
@@ -187,6 +194,94 @@ def decision_latencies(log: Path, prefix: str) -> list[float]:
     return out
 
 
+def run_burst(bursts: int) -> dict[str, Any]:
+    """Bursts of 40 pods with a second webhook after ours (so the API server calls ours again)."""
+    from webhook.admission.rules import ENABLED_LABEL
+    from webhook.devcluster import DevCluster
+    from webhook.devcluster.injector import SidecarInjector
+    from webhook.devcluster.objects import (
+        create_node,
+        ensure_namespace,
+        node_manifest,
+    )
+    from webhook.devcluster.webhook import register_webhook, start_webhook, wait_until_effective
+    from webhook.kube import Kube
+
+    rows = []
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-burst-") as tmp,
+        DevCluster.start(Path(tmp) / "cluster") as cluster,
+    ):
+        kube = Kube(cluster.kubeconfig, pool_size=48)
+        hook = start_webhook(cluster, extra_args=["--log-level", "warning"])
+        register_webhook(kube, hook)
+        ensure_namespace(kube, "burst", {ENABLED_LABEL: "true"})
+        for i in range(10):
+            create_node(kube, node_manifest(f"n{i}", cpu="64", memory="256Gi", pods=1000))
+        injector = SidecarInjector(cluster, cpu="10m").start()
+        injector.register(kube, "burst")
+        wait_until_effective(kube, "burst")
+        for run in range(bursts):
+            rows.append(one_burst(kube, hook, run, cluster.log_path("kube-apiserver")))
+        injector.stop()
+        hook.stop()
+        kube.close()
+    return {
+        "bursts": rows,
+        "failed_calls": sum(r["failed_calls"] for r in rows),
+        "undecided": sum(r["undecided"] for r in rows),
+        "probe_max_ms": max(r["probe_max_ms"] for r in rows),
+        "slowest_burst_s": max(r["seconds"] for r in rows),
+    }
+
+
+FAILED_OPEN = "Failed calling webhook, failing open pods.placement-webhook.io"
+
+
+def one_burst(kube: Any, hook: Any, run: int, apiserver_log: Path) -> dict[str, Any]:
+    """40 concurrent creates; failed calls, undecided pods, the probe's slowest answer."""
+    from webhook.admission.patch import FILTER_RESULT
+    from webhook.devcluster.objects import pod_manifest
+
+    before = apiserver_log.read_text(errors="replace").count(FAILED_OPEN)
+    created: list[dict[str, Any]] = []
+    probes: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        while not done.is_set():
+            started = time.perf_counter()
+            try:
+                ok = hook.get("/healthz", timeout=30)[0] == 200
+            except OSError:
+                ok = False
+            probes.append((time.perf_counter() - started) * 1000 if ok else 30_000.0)
+            time.sleep(0.05)
+
+    def create(i: int) -> None:
+        created.append(kube.create("/api/v1/namespaces/burst/pods",
+                                   pod_manifest(f"b{run}-{i}", cpu="10m")))  # fmt: skip
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    started = time.perf_counter()
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - started
+    time.sleep(3)  # the stalls of the old worker showed up after bursts too
+    done.set()
+    prober.join()
+    failed = apiserver_log.read_text(errors="replace").count(FAILED_OPEN) - before
+    undecided = sum(FILTER_RESULT not in (p["metadata"].get("annotations") or {}) for p in created)
+    for pod in created:
+        kube.delete(f"/api/v1/namespaces/burst/pods/{pod['metadata']['name']}")
+    return {"seconds": round(seconds, 2), "failed_calls": failed, "undecided": undecided,
+            "probe_max_ms": round(max(probes), 1)}  # fmt: skip
+
+
 # ---------------------------------------------------------------- fuzz
 
 
@@ -359,7 +454,10 @@ def run_fuzz(bodies: int, nodes: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("parts", nargs="*", default=["stall", "fuzz"], choices=["stall", "fuzz"])
+    parser.add_argument(
+        "parts", nargs="*", default=["stall", "burst", "fuzz"], choices=["stall", "burst", "fuzz"]
+    )
+    parser.add_argument("--bursts", type=int, default=10)
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--bodies", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=1000)
@@ -374,6 +472,12 @@ def main() -> int:
                   f"{phase['create_p99_ms']} ms, max {phase['create_max_ms']} ms"
                   + (f"; webhook decision p99 {phase['webhook_decision_p99_ms']} ms"
                      if "webhook_decision_p99_ms" in phase else ""))  # fmt: skip
+    if "burst" in args.parts:
+        results["burst"] = burst = run_burst(args.bursts)
+        print(f"burst: {args.bursts} bursts of 40 pods with a second webhook after ours: "
+              f"{burst['failed_calls']} calls to ours failed open, {burst['undecided']} pods "
+              f"undecided, slowest burst {burst['slowest_burst_s']} s, probe max "
+              f"{burst['probe_max_ms']} ms")  # fmt: skip
     if "fuzz" in args.parts:
         results["fuzz"] = fuzz = run_fuzz(args.bodies, args.nodes)
         print(f"fuzz: {fuzz['bodies']} bodies in {fuzz['seconds']} s; answers by status "

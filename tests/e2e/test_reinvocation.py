@@ -34,8 +34,21 @@ def injector(cluster: DevCluster, kube: Kube, namespace: str) -> Iterator[Sideca
     sidecars.stop()
 
 
+FAILED_OPEN = "Failed calling webhook, failing open pods.placement-webhook.io"
+
+
+def failed_calls(cluster: DevCluster) -> int:
+    """Calls to our webhook the API server gave up on (timeouts, refused connections) so far."""
+    return cluster.log_path("kube-apiserver").read_text(errors="replace").count(FAILED_OPEN)
+
+
 def test_a_burst_with_a_later_webhook_gets_every_pod_decided_and_probes_answered(
-    kube: Kube, webhook: WebhookProcess, namespace: str, nodes: Nodes, injector: SidecarInjector
+    cluster: DevCluster,
+    kube: Kube,
+    webhook: WebhookProcess,
+    namespace: str,
+    nodes: Nodes,
+    injector: SidecarInjector,
 ) -> None:
     for _ in range(10):
         nodes.add(cpu="4", memory="16Gi")
@@ -59,6 +72,7 @@ def test_a_burst_with_a_later_webhook_gets_every_pod_decided_and_probes_answered
         except Exception as err:  # collected and asserted below
             errors.append(err)
 
+    failed_before = failed_calls(cluster)
     prober = threading.Thread(target=probe)
     prober.start()
     threads = [threading.Thread(target=create, args=(i,)) for i in range(40)]
@@ -76,3 +90,5 @@ def test_a_burst_with_a_later_webhook_gets_every_pod_decided_and_probes_answered
     assert all(SIDECAR in {c["name"] for c in p["spec"]["containers"]} for p in created.values())
     assert injector.injected == 40
     assert max(probe_ms) < 2000, f"the probe endpoint stalled: {max(probe_ms):.0f} ms"
+    # reinvocations too: a call that timed out would be logged by the API server
+    assert failed_calls(cluster) == failed_before
