@@ -79,7 +79,7 @@ def plain_response(status: int, message: str) -> bytes:
     """A complete JSON error response that closes the connection (sent from the event loop)."""
     reasons = {400: "Bad Request", 403: "Forbidden", 408: "Request Timeout",
                411: "Length Required", 413: "Content Too Large",
-               431: "Request Header Fields Too Large", 503: "Service Unavailable"}  # fmt: skip
+               429: "Too Many Requests", 431: "Request Header Fields Too Large"}  # fmt: skip
     body = orjson.dumps({"error": message, "status": status})
     head = (
         f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\n"

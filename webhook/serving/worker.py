@@ -71,7 +71,7 @@ class ConnectionLimits:
     write_seconds: float = 5.0
     """Writing a response, in the request thread (answers are a few KiB)."""
     buffered_bytes: int = 64 * 1024 * 1024
-    """Bytes of incomplete requests held across all connections; past it, 503."""
+    """Bytes of incomplete requests held across all connections; past it, 429."""
     framing: FramingLimits = field(default_factory=FramingLimits)
     client_names: tuple[str, ...] = ()
     """When set, a verified client certificate must carry one of these (CN or DNS SAN)."""
@@ -221,7 +221,7 @@ class BoundedWorker(ThreadWorker):  # type: ignore[misc]
             conn.buffer += chunk
             self.buffered += len(chunk)
         if self.buffered > self.limits.buffered_bytes:
-            self._refuse(conn, 503, "too many bytes of unfinished requests held; try again")
+            self._refuse(conn, 429, "too many bytes of unfinished requests held; try again")
             return
         self._watch(conn, _READ)
         self._dispatch_if_complete(conn)
