@@ -39,10 +39,13 @@ e2e: $(STAMP) control-plane
 	$(PY) -m pytest tests/e2e
 
 ## Benchmarks: print tables and write JSON figures under build/bench/.
-bench: $(STAMP)
+## bench_abuse starts a local control plane (stalled connections, 10,000 fuzzed bodies).
+bench: $(STAMP) control-plane
 	$(PY) benchmarks/bench_policy.py
 	$(PY) benchmarks/bench_cluster.py
 	$(PY) benchmarks/bench_admission.py
+	$(PY) benchmarks/bench_worst_pods.py
+	$(PY) benchmarks/bench_abuse.py
 
 ## Comparison experiments (issue 7): ceiling, kube-scheduler, webhook (nodeName, nodeAffinity),
 ## scheduler extender, webhook outage; each arm on its own local control plane. A few minutes.

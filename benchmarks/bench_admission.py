@@ -179,7 +179,8 @@ def main() -> int:
         server = subprocess.Popen(
             [sys.executable, "-m", "webhook.cli", "serve", "--snapshot", str(snapshot),
              "--bind", f"127.0.0.1:{port}", "--tls-cert", str(folder / "tls/tls.crt"),
-             "--tls-key", str(folder / "tls/tls.key"), "--threads", "8"],
+             "--tls-key", str(folder / "tls/tls.key"), "--threads", "8",
+             "--health-bind", f"127.0.0.1:{free_port()}", "--metrics-bind", ""],
             stdout=subprocess.DEVNULL, stderr=log, cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip

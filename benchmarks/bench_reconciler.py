@@ -120,10 +120,12 @@ class BindWatch:
 def start_reconciler(
     cluster: DevCluster, log: Path, bind_workers: int
 ) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
+    """The reconciler, and the port of its metrics (plain HTTP on loopback, no auth)."""
+    port, metrics = free_port(), free_port()
     args = [
         sys.executable, "-m", "webhook.cli", "reconcile",
         "--kubeconfig", str(cluster.kubeconfig), "--bind", f"127.0.0.1:{port}",
+        "--metrics-bind", f"127.0.0.1:{metrics}", "--metrics-auth", "none",
         "--identity", "bench", "--log-level", "warning", "--bind-workers", str(bind_workers),
     ]  # fmt: skip
     out = open(log, "ab")  # noqa: SIM115 - the child writes to it until it ends
@@ -135,7 +137,7 @@ def start_reconciler(
         url = f"http://127.0.0.1:{port}/readyz"
         with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as r:
             if json.loads(r.read()).get("leader"):
-                return process, port
+                return process, metrics
         time.sleep(0.1)
     process.kill()
     raise SystemExit("reconciler did not become ready and leader")

@@ -117,7 +117,7 @@ def new_authority(
 def _issue(
     ca: CertificateAuthority,
     subject: x509.Name,
-    usage: x509.ObjectIdentifier,
+    usages: Sequence[x509.ObjectIdentifier],
     sans: Sequence[x509.GeneralName],
     lifetime: dt.timedelta,
     now: dt.datetime | None,
@@ -147,7 +147,7 @@ def _issue(
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()),
             critical=False,
@@ -179,7 +179,12 @@ def issue_serving_certificate(
     lifetime: dt.timedelta = SERVING_LIFETIME,
     now: dt.datetime | None = None,
 ) -> ServingCertificate:
-    """A ServerAuth certificate for the given DNS names and IP addresses."""
+    """A certificate for the given DNS names and IP addresses, for serving and for client auth.
+
+    Client auth too, because replicas present their serving certificate as a
+    client certificate when one forwards a review to another (the webhook's
+    own CA is in its client CA bundle).
+    """
     dns = list(dict.fromkeys(dns_names))
     ips = list(dict.fromkeys(ip_addresses))
     if not dns and not ips:
@@ -187,7 +192,8 @@ def issue_serving_certificate(
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
     sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, (dns or ips)[0])])
-    return _issue(ca, subject, ExtendedKeyUsageOID.SERVER_AUTH, sans, lifetime, now)
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    return _issue(ca, subject, usages, sans, lifetime, now)
 
 
 def issue_client_certificate(
@@ -201,7 +207,7 @@ def issue_client_certificate(
     """A ClientAuth certificate; Kubernetes reads CN as user and O as groups."""
     attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
     attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-    return _issue(ca, x509.Name(attrs), ExtendedKeyUsageOID.CLIENT_AUTH, [], lifetime, now)
+    return _issue(ca, x509.Name(attrs), [ExtendedKeyUsageOID.CLIENT_AUTH], [], lifetime, now)
 
 
 def write_pem_atomically(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> None:
@@ -255,6 +261,13 @@ def needs_rotation(
     missing = (set(dns_names) - have_dns) | (set(ip_addresses) - have_ips)
     if missing:
         return "missing subject alternative names: " + ", ".join(sorted(missing))
+    if not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
+        try:
+            usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        except x509.ExtensionNotFound:
+            usages = x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])
+        if ExtendedKeyUsageOID.CLIENT_AUTH not in usages:
+            return "not valid for client auth (replicas present it when forwarding a review)"
     return None
 
 

@@ -53,13 +53,15 @@ class Reconciler:
     process: subprocess.Popen[bytes]
     port: int
     log: Path
+    metrics_port: int = 0
 
     def readyz(self) -> dict[str, Any]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=3) as r:
             return dict(orjson.loads(r.read()))
 
     def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as r:
             return str(r.read().decode())
 
 
@@ -67,17 +69,18 @@ def start_reconciler(
     cluster: DevCluster, policy: Path, extra: list[str], timeout: float = 120.0
 ) -> Reconciler:
     """Start `placement-webhook reconcile`; wait until it leads with a synced cache."""
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     log = cluster.log_path("reconciler")
     args = [sys.executable, "-m", "webhook.cli", "reconcile", "--kubeconfig",
             str(cluster.kubeconfig), "--policy", str(policy), "--bind", f"127.0.0.1:{port}",
+            "--metrics-bind", f"127.0.0.1:{metrics_port}", "--metrics-auth", "none",
             "--namespace", LEASE_NAMESPACE, *extra]  # fmt: skip
     with open(log, "ab") as out:
         process = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             preexec_fn=_die_with_parent,
         )  # fmt: skip
-    rec = Reconciler(process, port, log)
+    rec = Reconciler(process, port, log, metrics_port)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

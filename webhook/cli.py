@@ -1,4 +1,4 @@
-"""`placement-webhook`: serve | extender | explain | devcluster.
+"""`placement-webhook`: serve | reconcile | extender | explain | devcluster.
 
 Flags have environment fallbacks (PLACEMENT_WEBHOOK_<FLAG>) so the same
 binary is configured by a Deployment's env or by a command line.
@@ -7,8 +7,10 @@ binary is configured by a Deployment's env or by a command line.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -32,32 +34,68 @@ def _load_policy(path: str | None):  # type: ignore[no-untyped-def]
 def _serve(args: argparse.Namespace) -> int:
     from webhook import logs
     from webhook.admission.placement import PlacerSettings
+    from webhook.admission.rules import ENABLED_LABEL
     from webhook.admission.server import ServeSettings, WebhookServer, build_snapshot_app
+    from webhook.serving.endpoints import MetricsSettings, check_bindable, check_metrics_settings
 
     logs.configure(args.log_format, args.log_level)
     policy = _load_policy(args.policy)
     settings = ServeSettings(
-        bind=args.bind, certfile=args.tls_cert, keyfile=args.tls_key, threads=args.threads
+        bind=args.bind,
+        certfile=args.tls_cert,
+        keyfile=args.tls_key,
+        threads=args.threads,
+        client_ca=args.client_ca or None,
+        client_names=tuple(args.client_name or ()),
+        health_bind=args.health_bind,
+        metrics=MetricsSettings(
+            bind=args.metrics_bind,
+            auth=args.metrics_auth,
+            certfile=args.tls_cert,
+            keyfile=args.tls_key,
+        ),
     )
+    if settings.metrics.auth == "delegated" and args.snapshot and settings.metrics.bind:
+        settings = replace(settings, metrics=replace(settings.metrics, auth="none"))
+    try:
+        check_metrics_settings(settings.metrics, has_client=not args.snapshot)
+        for bind in (settings.health_bind, settings.metrics.bind):
+            if bind:
+                check_bindable(bind)
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"placement-webhook: {err}") from None
+    if settings.client_names and not settings.client_ca:
+        raise SystemExit("placement-webhook: --client-name needs --client-ca")
     placer_settings = PlacerSettings(
-        own_namespace=args.namespace, handoff_unschedulable=args.handoff_unschedulable
+        own_namespace=args.namespace,
+        handoff_unschedulable=args.handoff_unschedulable,
+        namespace_selector_is_authority=settings.client_ca is not None,
     )
-    if args.snapshot:
-        from webhook.cluster.source import SnapshotSource
+    if settings.client_ca is None:
+        logging.getLogger("webhook.serve").warning(
+            "callers of %s are NOT authenticated (no --client-ca): anyone who can reach the port "
+            "can submit reviews; only namespaces the cluster view has seen labelled %s are "
+            "placed, and the NetworkPolicy is the only guard of the port",
+            settings.bind,
+            ENABLED_LABEL,
+        )
+    if not args.snapshot:
+        return _serve_live(args, policy, settings, placer_settings)
+    from webhook.cluster.source import SnapshotSource
 
-        try:
-            source = SnapshotSource(args.snapshot)
-        except (OSError, ValueError) as err:
-            raise SystemExit(f"placement-webhook: cannot load snapshot: {err}") from None
-        try:
-            server = WebhookServer(
-                settings, lambda: build_snapshot_app(source, policy, placer_settings)
-            )
-        except (OSError, ValueError) as err:
-            raise SystemExit(f"placement-webhook: cannot load the TLS pair: {err}") from None
-        server.run()
-        return 0
-    return _serve_live(args, policy, settings, placer_settings)
+    try:
+        source = SnapshotSource(args.snapshot)
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"placement-webhook: cannot load snapshot: {err}") from None
+    try:
+        server = WebhookServer(
+            settings,
+            lambda: build_snapshot_app(source, policy, placer_settings, settings=settings),
+        )
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"placement-webhook: cannot load the TLS files: {err}") from None
+    server.run()
+    return 0
 
 
 def _serve_live(args, policy, settings, placer_settings) -> int:  # type: ignore[no-untyped-def]
@@ -88,9 +126,8 @@ def _serve_live(args, policy, settings, placer_settings) -> int:  # type: ignore
 
     def load():  # type: ignore[no-untyped-def]
         replica = build_replica(
-            Kube(args.kubeconfig), policy, placer_settings, core_settings, peers,
-            threads=settings.threads,
-        )  # fmt: skip
+            Kube(args.kubeconfig), policy, placer_settings, core_settings, peers, settings
+        )
         running.append(replica)
         return replica.app
 
@@ -101,7 +138,7 @@ def _serve_live(args, policy, settings, placer_settings) -> int:  # type: ignore
     try:
         server = WebhookServer(settings, load, on_exit=on_exit)
     except (OSError, ValueError) as err:
-        raise SystemExit(f"placement-webhook: cannot load the TLS pair: {err}") from None
+        raise SystemExit(f"placement-webhook: cannot load the TLS files: {err}") from None
     server.run()
     return 0
 
@@ -215,6 +252,39 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", default=_env("tls-cert", "tls/tls.crt"))
     serve.add_argument("--tls-key", default=_env("tls-key", "tls/tls.key"))
     serve.add_argument("--threads", type=int, default=int(_env("threads", "8") or 8))
+    serve.add_argument(
+        "--client-ca",
+        default=_env("client-ca"),
+        help="PEM bundle(s), comma-separated, of the CAs whose client certificates may call the "
+        "webhook port (mutual TLS: the API server's client CA, and this webhook's own CA for "
+        "its replicas); without it callers are not authenticated",
+    )
+    serve.add_argument(
+        "--client-name",
+        action="append",
+        default=[n for n in (_env("client-name") or "").split(",") if n],
+        help="the client certificate's CN or a DNS SAN must be one of these (repeatable; env: "
+        "comma-separated); default: any certificate --client-ca verifies",
+    )
+    serve.add_argument(
+        "--health-bind",
+        default=_env("health-bind", "127.0.0.1:8081"),
+        help="host:port of the plain-HTTP probe endpoint, /healthz and /readyz (the kubelet "
+        "presents no client certificate); the pod's address in a cluster",
+    )
+    serve.add_argument(
+        "--metrics-bind",
+        default=_env("metrics-bind", "127.0.0.1:8082"),
+        help="host:port of the HTTPS /metrics endpoint ('' for none)",
+    )
+    serve.add_argument(
+        "--metrics-auth",
+        choices=["delegated", "none"],
+        default=_env("metrics-auth", "delegated"),
+        help="delegated: callers need a bearer token that the API server accepts (TokenReview) "
+        "and RBAC get on /metrics (SubjectAccessReview); none: plain HTTP for anyone who "
+        "reaches the address (refused on all interfaces; the default with --snapshot)",
+    )
     serve.add_argument("--policy", default=_env("policy"), help="policy YAML (default built in)")
     source = serve.add_mutually_exclusive_group()
     source.add_argument("--kubeconfig", default=_env("kubeconfig"), help="default: in-cluster")
@@ -234,9 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--handoff-unschedulable",
         action=argparse.BooleanOptionalAction,
         default=_env("handoff-unschedulable", "true") == "true",
-        help="give pods that fit nowhere schedulerName placement-webhook, for the reconciler "
-        "to place later (default on; turn off where no reconciler runs, to leave them to "
-        "the default scheduler)",
+        help="give pods that fit nowhere (or that no replica could decide in time) "
+        "schedulerName placement-webhook, for the fallback binder to place later (default on; "
+        "off leaves them to the default scheduler)",
     )
     serve.add_argument("--log-format", choices=["json", "text"], default=_env("log-format", "json"))
     serve.add_argument("--log-level", default=_env("log-level", "info"))
@@ -274,6 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     reconcile_arguments(serve, _env, serve=True)
     serve.set_defaults(func=_serve)
+
+    from webhook.reconciler.options import add_arguments as reconcile_arguments
 
     reconcile = sub.add_parser(
         "reconcile", help="bind pending pods (leader-elected) and detect placement conflicts"

@@ -19,11 +19,12 @@ from flask import Flask
 from webhook.admission.app import create_app
 from webhook.admission.forward import Forwarder, PeerSettings
 from webhook.admission.placement import Placer, PlacerSettings
-from webhook.admission.server import scheduled_announcer
+from webhook.admission.server import ServeSettings, scheduled_announcer, start_endpoints
 from webhook.kube import Kube
 from webhook.policy.profile import Policy
 from webhook.reconciler.core import DecisionCore
 from webhook.reconciler.settings import ReconcileSettings
+from webhook.serving.memory import freeze_periodically
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +49,17 @@ def build_replica(
     placer_settings: PlacerSettings,
     core_settings: ReconcileSettings,
     peers: PeerSettings,
-    *,
-    threads: int = 8,
+    serve: ServeSettings,
 ) -> Replica:
-    """Start the decision core and make the app (inside the gunicorn worker, after the fork)."""
+    """Start the decision core, the probe and metrics endpoints, and make the app.
+
+    Called inside the gunicorn worker, after the fork.
+    """
     core = DecisionCore(client, policy, core_settings)
     core.view.on_fulfilled = scheduled_announcer(client, policy.placement.mode)
     core.start()
     placer = Placer(core.view, policy, placer_settings, ready=core.synced)
-    forwarder = Forwarder(peers, maxsize=threads)
+    forwarder = Forwarder(peers, maxsize=serve.threads)
     app = create_app(
         placer,
         router=core.authority.route,
@@ -66,6 +69,8 @@ def build_replica(
         conflicts=core.binder.reporter.as_json,
         before_scrape=core.binder.refresh_gauges,
     )
+    start_endpoints(app, serve, client)
+    freeze_periodically()
     log.info(
         "replica started",
         extra={

@@ -39,9 +39,10 @@ from tests.e2e.test_rbac import (
     WEBHOOK_SA,
     Process,
     Processes,
+    WebhookPorts,
     apply,
     certs_args,
-    https_get,
+    http_get,
     project,
     rbac_objects,
     secret_data,
@@ -54,7 +55,6 @@ from webhook.admission.patch import FILTER_RESULT
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.conflicts.model import SELECTED_NODE_ANNOTATION
 from webhook.devcluster import DevCluster
-from webhook.devcluster.cluster import free_port
 from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest, pod_manifest
 from webhook.kube import Kube
 
@@ -152,8 +152,12 @@ class Rig:
     folder: Path
     certs_kubeconfig: Path
     webhook_kubeconfig: Path
-    port: int
+    ports: WebhookPorts
     webhook: Process | None = None
+
+    @property
+    def port(self) -> int:
+        return self.ports.webhook
 
     @property
     def tls(self) -> Path:
@@ -179,10 +183,11 @@ class Rig:
 
     def start_webhook(self) -> None:
         self.webhook = self.procs.start(
-            "webhook", serve_args(self.webhook_kubeconfig, self.port, self.tls, self.policy)
+            "webhook",
+            serve_args(self.cluster, self.webhook_kubeconfig, self.ports, self.tls, self.policy),
         )
-        url = f"https://127.0.0.1:{self.port}/readyz"
-        self.procs.until(lambda: https_get(url, self.tls / "ca.crt")[0] == 200, "webhook ready")
+        url = f"http://127.0.0.1:{self.ports.probes}/readyz"
+        self.procs.until(lambda: http_get(url)[0] == 200, "webhook ready")
 
     def admission_reaches_the_webhook(self) -> bool:
         probe = pod_manifest(generate_name="probe-", cpu="1m", memory="1Mi")
@@ -200,8 +205,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         procs = Processes(folder)
         objects = render("self-managed")
         apply(cluster, rbac_objects(objects))
-        port = free_port()
-        apply(cluster, [url_webhook_configuration(objects, port)])
+        ports = WebhookPorts.take(cluster)
+        apply(cluster, [url_webhook_configuration(objects, ports.webhook)])
         rig = Rig(
             cluster,
             admin,
@@ -209,7 +214,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             folder,
             certs_kubeconfig=token_kubeconfig(cluster, admin, CERTS_SA, folder),
             webhook_kubeconfig=token_kubeconfig(cluster, admin, WEBHOOK_SA, folder),
-            port=port,
+            ports=ports,
         )
         try:
             rig.certs("certs-bootstrap")

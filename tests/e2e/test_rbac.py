@@ -7,11 +7,14 @@ come from the TokenRequest API, and each process runs with only its own:
 1. `python -m certs in-cluster` (placement-webhook-certs) creates the
    Secrets, injects the caBundle, and rotates once;
 2. `placement-webhook serve` (placement-webhook), one replica as deployed,
-   holds the decision Lease, places two pods at admission, binds a pod the
-   webhook never saw, marks one that fits nowhere unschedulable, evicts one
-   of its pods from a node that shrank under it (conflictPolicy: evict), and
-   deletes a pod pinned to a node that no longer fits it, for its ReplicaSet
-   to recreate (the nodeAffinity repair).
+   called by the API server over mutual TLS, holds the decision Lease,
+   places two pods at admission, binds a pod the webhook never saw, marks
+   one that fits nowhere unschedulable, evicts one of its pods from a node
+   that shrank under it (conflictPolicy: evict), and deletes a pod pinned to
+   a node that no longer fits it, for its ReplicaSet to recreate (the
+   nodeAffinity repair);
+3. a scraper with the shipped metrics-reader role reads the /metrics page,
+   which serve authorizes by asking the API server.
 
 The flow stops at the first request the API server denies (each process
 logs the denial with the API server's own message). With the shipped RBAC
@@ -60,7 +63,7 @@ from webhook.admission.patch import FILTER_RESULT
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.conflicts.model import BOUND_BY_ANNOTATION, SELECTED_NODE_ANNOTATION
 from webhook.devcluster import DevCluster
-from webhook.devcluster.cluster import _die_with_parent, free_port
+from webhook.devcluster.cluster import APISERVER_CLIENT_NAME, _die_with_parent, free_port
 from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest, pod_manifest
 from webhook.kube import ApiError, Kube
 from webhook.reconciler.options import DEFAULT_LEASE_NAME
@@ -292,11 +295,32 @@ def certs_args(kubeconfig: Path, *extra: str) -> list[str]:
     return [*fixed, "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig), *extra]
 
 
-def serve_args(kubeconfig: Path, port: int, tls: Path, policy: Path) -> list[str]:
+@dataclass(frozen=True)
+class WebhookPorts:
+    """Where `serve` listens: the webhook (a port the API server has its certificate for),
+    the probe endpoint and the metrics endpoint."""
+
+    webhook: int
+    probes: int
+    metrics: int
+
+    @classmethod
+    def take(cls, cluster: DevCluster) -> WebhookPorts:
+        return cls(cluster.take_webhook_port(), free_port(), free_port())
+
+
+def serve_args(
+    cluster: DevCluster, kubeconfig: Path, ports: WebhookPorts, tls: Path, policy: Path
+) -> list[str]:
+    """`serve` as deployed with mutual TLS: the API server's client CA and the webhook's own."""
+    bundles = f"{cluster.apiserver_client_ca},{tls / 'ca.crt'}"
     return [
         *shlex.split("-m webhook.cli serve --log-format text"),
-        *("--kubeconfig", str(kubeconfig), "--bind", f"127.0.0.1:{port}"),
+        *("--kubeconfig", str(kubeconfig), "--bind", f"127.0.0.1:{ports.webhook}"),
         *("--tls-cert", str(tls / "tls.crt"), "--tls-key", str(tls / "tls.key")),
+        *("--health-bind", f"127.0.0.1:{ports.probes}"),
+        *("--metrics-bind", f"127.0.0.1:{ports.metrics}"),
+        *("--client-ca", bundles, "--client-name", APISERVER_CLIENT_NAME),
         *("--namespace", NAMESPACE, "--policy", str(policy), "--identity", "rbac-e2e"),
         *("--conflict-interval", "0.5", *FAST_LEASE),
     ]
@@ -340,6 +364,58 @@ def http_get(url: str) -> tuple[int, Any]:
         return err.code, {}
 
 
+def scrape(url: str, token: str | None) -> int:
+    """Status of GET /metrics with a bearer token (the certificate is not what is tested here)."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(f"{url}/metrics", headers=headers), context=context, timeout=5
+        ) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
+
+
+def reader_token(admin: Kube, role: str | None) -> str:
+    """A token of a ServiceAccount in `monitoring`, bound to `role` (None: to nothing)."""
+    account = f"scraper-{role.split(':')[-1] if role else 'unbound'}"
+    ensure_namespace(admin, "monitoring")
+    with contextlib.suppress(ApiError):
+        admin.create(
+            "/api/v1/namespaces/monitoring/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
+        )
+    if role:
+        with contextlib.suppress(ApiError):
+            admin.create(
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": account},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": role,
+                    },
+                    "subjects": [
+                        {"kind": "ServiceAccount", "name": account, "namespace": "monitoring"}
+                    ],
+                },
+            )
+    answer = admin.create(
+        f"/api/v1/namespaces/monitoring/serviceaccounts/{account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    return str(answer["status"]["token"])  # fmt: skip
+
+
 # ------------------------------------------------------------------ the flow
 
 
@@ -370,8 +446,8 @@ class Install:
             account: token_kubeconfig(cluster, admin, account, self.folder)
             for account in (WEBHOOK_SA, CERTS_SA)
         }
-        port = free_port()
-        apply(cluster, [url_webhook_configuration(self.objects, port)])
+        ports = WebhookPorts.take(cluster)
+        apply(cluster, [url_webhook_configuration(self.objects, ports.webhook)])
 
         # 1. certificates: bootstrap, then one rotation (an update of the Secret).
         for name, extra in (("certs-bootstrap", ()), ("certs-rotate", ("--rotate-serving",))):
@@ -387,14 +463,11 @@ class Install:
 
         # 2. the webhook: one replica, holding the decision Lease.
         policy = evict_policy(self.folder)
-        procs.start("webhook", serve_args(kubeconfig[WEBHOOK_SA], port, tls, policy))
-        webhook_url = f"https://127.0.0.1:{port}"
+        procs.start("webhook", serve_args(cluster, kubeconfig[WEBHOOK_SA], ports, tls, policy))
+        probes = f"http://127.0.0.1:{ports.probes}"
+        procs.until(lambda: http_get(f"{probes}/readyz")[0] == 200, "the webhook's cache to sync")
         procs.until(
-            lambda: https_get(f"{webhook_url}/readyz", tls / "ca.crt")[0] == 200,
-            "the webhook's cache to sync",
-        )
-        procs.until(
-            lambda: https_get(f"{webhook_url}/readyz", tls / "ca.crt")[1].get("deciding"),
+            lambda: http_get(f"{probes}/readyz")[1].get("deciding"),
             "the webhook to take the Lease and decide",
         )
 
@@ -402,8 +475,7 @@ class Install:
         create_node(admin, node_manifest("small", cpu="2"))
         ensure_namespace(admin, "placed", {ENABLED_LABEL: "true"})
         procs.until(
-            lambda: https_get(f"{webhook_url}/readyz", tls / "ca.crt")[1]["nodes"] == 1,
-            "the webhook to see the node",
+            lambda: http_get(f"{probes}/readyz")[1]["nodes"] == 1, "the webhook to see the node"
         )
         procs.until(lambda: self._dry_run_is_placed("placed"), "admission to reach the webhook")
         owner = {
@@ -478,6 +550,14 @@ class Install:
             ),
             "a renewal of the Lease",
         )
+        # 8. a scraper with the shipped reader role reads the metrics page; serve
+        #    asks the API server (TokenReview, SubjectAccessReview).
+        token = reader_token(admin, "placement-webhook:metrics-reader")
+        endpoints = (f"https://127.0.0.1:{ports.metrics}",)
+        for url in endpoints:
+            procs.until(lambda u=url: scrape(u, token) == 200, f"{url}/metrics to be read")
+        unbound = reader_token(admin, None)
+        self.seen["scrapes"] = [(scrape(u, None), scrape(u, unbound)) for u in endpoints]
         procs.until(lambda: True, "the end of the flow")
 
     def _strand(self, namespace: str, name: str, node: str) -> None:
@@ -536,6 +616,8 @@ def test_the_shipped_rbac_runs_the_whole_install_and_nothing_is_denied(install: 
     assert r1["metadata"]["annotations"][BOUND_BY_ANNOTATION] == "reconciler/rbac-e2e"
     assert install.seen["evicted"] == ["w2"]  # the later arrival on the shrunk node
     assert install.seen["lease"]["spec"]["holderIdentity"] == "rbac-e2e"
+    # no token: 401; a token of an account without the reader role: 403
+    assert install.seen["scrapes"] == [(401, 403)]
     assert install.procs.denials() == set()
 
 

@@ -1,18 +1,22 @@
-"""The Flask app: /mutate, /healthz, /readyz, /metrics.
+"""The Flask app: /mutate, /healthz, /readyz; the pages of the probe and metrics endpoints.
 
 The app never fails closed on a pod: every well-formed review gets an allowing
 answer (with or without a patch); only a request that is not a well-formed
 AdmissionReview gets a 4xx, always as JSON and with the uid when readable.
-
 /mutate routes each review of a pod that is ours (webhook.reconciler.
 authority): the replica that holds the decision Lease decides; a follower
 forwards the review to it (webhook.admission.forward) and relays the answer;
 when no leader can answer in time, the pod is handed to the fallback binder.
 Without a router (one process, `serve --snapshot`), every review is decided here.
+
+`/metrics` and `/debug/conflicts` are not served here but on the metrics
+endpoint, where callers are authorized (webhook.serving.endpoints): the
+webhook port may face callers that are not authenticated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -35,8 +39,13 @@ from webhook.admission.review import (
     parse_review,
     parse_timeout,
 )
+from webhook.logs import Throttle
+from webhook.serving.endpoints import Page, json_page
+from webhook.serving.identity import ENVIRON_KEY
 
 log = logging.getLogger("webhook.admission")
+#: Anyone who reaches the port can send bad bodies: one line per kind per minute.
+_throttle = Throttle(log, interval=60.0)
 
 #: Route vocabulary of webhook.reconciler.authority.Route ("decide", "forward", "hand-off").
 Router = Callable[[], tuple[str, str]]
@@ -55,6 +64,58 @@ def _error(message: str, status: int, uid: str | None = None) -> Response:
     return _json(body, status)
 
 
+def pages(
+    placer: Placer,
+    stats: AdmissionMetrics,
+    *,
+    is_leader: Callable[[], bool] = lambda: True,
+    extra_registries: Sequence[CollectorRegistry] = (),
+    conflicts: Callable[[], dict[str, Any]] | None = None,
+    before_scrape: Callable[[], None] = lambda: None,
+) -> dict[str, Page]:
+    """/healthz, /readyz, /metrics (and /debug/conflicts with a binder), for the app and
+    for the probe and metrics endpoints."""
+
+    def healthz() -> tuple[int, str, bytes]:
+        return json_page(200, {"status": "ok"})
+
+    def readyz() -> tuple[int, str, bytes]:
+        state = placer.view.sync_state()
+        ready = placer.ready()
+        body = {
+            "ready": ready,
+            "synced": state.synced,
+            "cacheAgeSeconds": round(state.age_seconds, 3),
+            "nodes": placer.view.node_count(),
+            "deciding": is_leader(),
+        }
+        return json_page(200 if ready else 503, body)
+
+    def metrics() -> tuple[int, str, bytes]:
+        state = placer.view.sync_state()
+        stats.cache_synced.set(1 if state.synced else 0)
+        stats.cache_age.set(state.age_seconds)
+        stats.reservations.set(len(placer.view.reservations()))
+        stats.nodes.set(placer.view.node_count())
+        for how, count in placer.view.ledger_counts().items():
+            if how != "open":
+                stats.reservations_ended.labels(how).set(count)
+        stats.leader.set(1 if is_leader() else 0)
+        before_scrape()
+        text = b"".join(generate_latest(r) for r in (stats.registry, *extra_registries))
+        return 200, CONTENT_TYPE_LATEST, text
+
+    found: dict[str, Page] = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics}
+    if conflicts is not None:
+        found["/debug/conflicts"] = lambda: json_page(200, conflicts())
+    return found
+
+
+def _page_response(page: Page) -> Response:
+    status, content_type, body = page()
+    return Response(body, status=status, content_type=content_type)
+
+
 def create_app(
     placer: Placer,
     metrics: AdmissionMetrics | None = None,
@@ -71,6 +132,11 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     stats = metrics or AdmissionMetrics.create()
     app.extensions["placement-webhook.metrics"] = stats
+    own_pages = pages(
+        placer, stats, is_leader=is_leader, extra_registries=extra_registries,
+        conflicts=conflicts, before_scrape=before_scrape,
+    )  # fmt: skip
+    app.extensions["placement-webhook.pages"] = own_pages
 
     @app.errorhandler(HTTPException)
     def http_error(err: HTTPException) -> Response:
@@ -109,63 +175,38 @@ def create_app(
             review = parse_review(body, request.content_type)
         except ReviewError as err:
             stats.bad_requests.labels(str(err.status)).inc()
-            log.warning("bad admission request: %s", err.message)
+            _throttle.warning(err.category, "bad admission request: %s", err.message[:300])
             return _error(err.message, err.status, err.uid)
         timeout = parse_timeout(request.args.get("timeout"))
-        caller = parse_timeout((request.headers.get(CALLER_TIMEOUT_HEADER) or "") + "s")
-        review = replace(review, timeout_seconds=max(timeout or 0.0, caller or 0.0) or None)
+        caller_timeout = parse_timeout((request.headers.get(CALLER_TIMEOUT_HEADER) or "") + "s")
+        review = replace(review, timeout_seconds=max(timeout or 0.0, caller_timeout or 0.0) or None)
         try:
-            outcome = placer.triage(review) or route(review, body, received)
-        except Exception as err:  # a bug leaves the pod untouched, never a 5xx
-            log.exception("decision failed for a pod in namespace %s", review.namespace)
+            routed = placer.triage(review) or route(review, body, received)
+            if isinstance(routed, Response):
+                return routed  # the leader's answer, relayed as it is
+            outcome = routed
+            answer = build_response(
+                review.uid, patch=outcome.patch, warnings=outcome.warnings, audit=outcome.audit
+            )
+        except Exception as err:  # a bug after parsing: allow the pod untouched, never a 5xx
+            if _throttle.allow("answer-failed") is not None:
+                log.exception("no answer for a review in namespace %s", review.namespace)
             outcome = Outcome("error", f"internal error: {type(err).__name__}", "internal-error")
-        if isinstance(outcome, Response):
-            return outcome
-        answer = build_response(
-            review.uid, patch=outcome.patch, warnings=outcome.warnings, audit=outcome.audit
-        )
+            answer = build_response(review.uid, warnings=outcome.warnings)
         elapsed = time.perf_counter() - started
-        _record(stats, outcome, elapsed)
-        _log_decision(review.namespace, review.obj, review.dry_run, outcome, elapsed)
+        with contextlib.suppress(Exception):  # bookkeeping must not turn an answer into a 500
+            _record(stats, outcome, elapsed)
+            caller = request.environ.get(ENVIRON_KEY)
+            _log_decision(review, outcome, elapsed, caller.common_name if caller else None)
         return _json(answer)
 
     @app.get("/healthz")
     def healthz() -> Response:
-        return _json({"status": "ok"})
+        return _page_response(own_pages["/healthz"])
 
     @app.get("/readyz")
     def readyz() -> Response:
-        state = placer.view.sync_state()
-        ready = placer.ready()
-        body = {
-            "ready": ready,
-            "synced": state.synced,
-            "cacheAgeSeconds": round(state.age_seconds, 3),
-            "nodes": placer.view.node_count(),
-            "deciding": is_leader(),
-        }
-        return _json(body, 200 if ready else 503)
-
-    @app.get("/metrics")
-    def metrics_endpoint() -> Response:
-        state = placer.view.sync_state()
-        stats.cache_synced.set(1 if state.synced else 0)
-        stats.cache_age.set(state.age_seconds)
-        stats.reservations.set(len(placer.view.reservations()))
-        stats.nodes.set(placer.view.node_count())
-        for how, count in placer.view.ledger_counts().items():
-            if how != "open":
-                stats.reservations_ended.labels(how).set(count)
-        stats.leader.set(1 if is_leader() else 0)
-        before_scrape()
-        text = b"".join(generate_latest(r) for r in (stats.registry, *extra_registries))
-        return Response(text, mimetype=CONTENT_TYPE_LATEST)
-
-    if conflicts is not None:
-
-        @app.get("/debug/conflicts")
-        def debug_conflicts() -> Response:
-            return _json(conflicts())
+        return _page_response(own_pages["/readyz"])
 
     return app
 
@@ -187,21 +228,28 @@ def _record(stats: AdmissionMetrics, outcome: Outcome, elapsed: float) -> None:
 
 
 def _log_decision(
-    namespace: str, pod: object, dry_run: bool, outcome: Outcome, elapsed: float
+    review: AdmissionRequest, outcome: Outcome, elapsed: float, caller: str | None
 ) -> None:
+    """One line per decision; any JSON in the pod's metadata gives a readable name."""
     if outcome.category == "not-pod-create":
         return
-    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    meta = review.obj.get("metadata") if isinstance(review.obj, dict) else None
     meta = meta if isinstance(meta, dict) else {}
+    name, prefix = meta.get("name"), meta.get("generateName")
+    if isinstance(name, str) and name:
+        shown = name[:253]
+    else:
+        shown = (prefix[:253] if isinstance(prefix, str) else "") + "*"
     log.info(
         "decision",
         extra={
-            "pod": f"{namespace}/{meta.get('name') or meta.get('generateName', '') + '*'}",
+            "pod": f"{review.namespace[:253]}/{shown}",
             "result": outcome.result,
             "node": outcome.node,
-            "reason": outcome.reason,
-            "dryRun": dry_run,
+            "reason": outcome.reason[:512],
+            "dryRun": review.dry_run,
             "reservation": outcome.reservation,
             "latencyMs": round(elapsed * 1000, 3),
+            "caller": caller,
         },
     )

@@ -30,6 +30,7 @@ from webhook.admission.review import AdmissionRequest, PatchOperation
 from webhook.admission.rules import SCHEDULER_NAME, why_not_handled
 from webhook.cluster.view import ClusterView, Placement
 from webhook.policy.framework import Decision
+from webhook.policy.limits import PodLimits, why_not_evaluable
 from webhook.policy.model import PodView
 from webhook.policy.profile import Policy, Profile
 from webhook.policy.status import Code
@@ -78,6 +79,13 @@ class PlacerSettings:
     """Set schedulerName placement-webhook on pods that fit no node (or that
     cannot be decided in time), so the fallback binder places them. Off: they
     stay with the default scheduler (for clusters that run no binder)."""
+    namespace_selector_is_authority: bool = False
+    """True when every caller is authenticated (serve --client-ca): the API server
+    already matched the webhook's namespaceSelector, so its answer stands even
+    where the view's copy of the namespace lags. False: a namespace the view does
+    not know is not opted in (a forged review could name any namespace)."""
+    limits: PodLimits = field(default_factory=PodLimits)
+    """Pods larger than these are left to the default scheduler (webhook.policy.limits)."""
 
 
 class Placer:
@@ -97,7 +105,11 @@ class Placer:
 
     # ---- the three entry points ----------------------------------------
     def review(self, request: AdmissionRequest, *, give_up_at: float | None = None) -> Outcome:
-        """Triage and decide in this process (a single replica, or `serve --snapshot`)."""
+        """Triage and decide in this process (a single replica, or `serve --snapshot`).
+
+        Raises on a bug, so tests see it; the HTTP layer turns any exception
+        into an allowing answer that leaves the pod untouched.
+        """
         return self.triage(request) or self.decide(request, give_up_at=give_up_at)
 
     def triage(self, request: AdmissionRequest) -> Outcome | None:
@@ -105,17 +117,29 @@ class Placer:
         if not request.is_pod_create or request.obj is None:
             return Outcome("skipped", "not a pod CREATE", "not-pod-create")
         pod = request.obj
-        if not all(isinstance(pod.get(part, {}), dict) for part in ("metadata", "spec")):
-            return Outcome("skipped", "malformed pod object", "malformed")
+        unfit = why_not_evaluable(pod, self.settings.limits)
+        if unfit is not None:
+            category = "malformed" if unfit.startswith("malformed") else "too-large"
+            return Outcome("skipped", unfit, category)
         namespace = _namespace(request)
         if patches.placed_by_us(pod) is not None:
             return None  # a reinvocation: re-checked by decide()
+        labels = None
+        if not self.settings.namespace_selector_is_authority:
+            labels = self.view.namespace_labels(namespace)
+            if labels is None:
+                return Outcome(
+                    "skipped",
+                    f"namespace {namespace} is not in the cluster view (callers are not "
+                    "authenticated, so only namespaces seen labelled are placed)",
+                    "namespace-unknown",
+                )
         skip = why_not_handled(
             pod,
             namespace,
             own_namespace=self.settings.own_namespace,
             mode=self.policy.placement.mode,
-            namespace_labels=self.view.namespace_labels(namespace),
+            namespace_labels=labels,
         )
         if skip is not None:
             return Outcome("skipped", skip[1], skip[0])
@@ -138,8 +162,8 @@ class Placer:
         unplaced = patches.without_placement(pod) if placed is not None else pod
         try:
             view = PodView.from_dict(_with_namespace(unplaced, namespace))
-        except (ValueError, TypeError, AttributeError) as err:
-            return Outcome("skipped", f"pod cannot be parsed: {err}", "malformed")
+        except (ValueError, TypeError, AttributeError) as err:  # what the API server refuses
+            return Outcome("skipped", f"malformed pod: {err}"[:512], "malformed")
         hold_for = None if request.dry_run else self._hold_for(request)
         if placed is not None:
             return self._recheck(request, view, profile, placed, hold_for, give_up_at)

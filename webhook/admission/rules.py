@@ -32,6 +32,8 @@ def why_not_handled(
     """(category, reason) when this pod is not ours to place, None when it is.
 
     The category is a fixed word for metrics; the reason is for people.
+    `namespace_labels` None: the opt-in label is not checked here (the API
+    server's namespaceSelector is the authority; see PlacerSettings).
     """
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}

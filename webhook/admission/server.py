@@ -1,9 +1,12 @@
 """`placement-webhook serve`: the Flask app under gunicorn over TLS.
 
-One worker process (gthread) so the cluster view and its reservations have a
-single owner; threads serve requests concurrently and the view's lock makes
-their decisions consistent. The view (and its watches) is built in the worker
-after the fork, never in the arbiter.
+One worker process so the cluster view and its reservations have a single
+owner; threads serve requests concurrently and the view's lock makes their
+decisions consistent. The worker is `BoundedWorker` (gthread's pool, but a
+thread only ever sees a request that has fully arrived). With `client_ca`,
+the webhook port requires and verifies a client certificate in the TLS
+handshake. The view (and its watches), the probe endpoint and the metrics
+endpoint are started in the worker after the fork, never in the arbiter.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +24,18 @@ from gunicorn.app.base import BaseApplication
 
 from webhook.admission.app import create_app
 from webhook.admission.placement import Placer, PlacerSettings
-from webhook.admission.tls import CertificateReloader
+from webhook.admission.review import MAX_BODY_BYTES
 from webhook.cluster.ledger import ADMISSION
 from webhook.cluster.source import ClusterSource
 from webhook.cluster.view import Reservation
 from webhook.events import EventRecorder, EventSink, scheduled
+from webhook.kube import Requester
 from webhook.policy.profile import Policy
+from webhook.serving.endpoints import EndpointServer, MetricsSettings, metrics_server
+from webhook.serving.framing import FramingLimits
+from webhook.serving.memory import freeze_periodically
+from webhook.serving.tls import CertificateReloader
+from webhook.serving.worker import BoundedWorker, ConnectionLimits
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +56,37 @@ class ServeSettings:
     """Seconds before gunicorn restarts a stuck worker."""
     access_log: bool = False
     """Log every HTTP request (the decision log already has one line per pod)."""
+    client_ca: str | None = None
+    """PEM bundle of the CAs whose client certificates may call the webhook port
+    (the API server's, and the webhook's own for replicas); None: callers are
+    not authenticated."""
+    client_names: tuple[str, ...] = ()
+    """A client certificate must carry one of these as CN or DNS SAN (empty: any
+    certificate the bundle verifies)."""
+    health_bind: str = "127.0.0.1:8081"
+    """host:port of the plain-HTTP probe endpoint (/healthz, /readyz) for the kubelet."""
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    """The /metrics endpoint (HTTPS with the serving certificate, callers authorized)."""
 
 
 def build_snapshot_app(
-    source: ClusterSource, policy: Policy, placer_settings: PlacerSettings
+    source: ClusterSource,
+    policy: Policy,
+    placer_settings: PlacerSettings,
+    *,
+    settings: ServeSettings | None = None,
 ) -> Flask:
-    """`serve --snapshot`: decide every review here, against a fixed view (no Lease)."""
+    """`serve --snapshot`: decide every review here, against a fixed view (no Lease).
+
+    With `settings`, the probe and metrics endpoints are started too (metrics
+    callers cannot be authorized without a cluster: `--metrics-auth none`).
+    """
     view = source.start()
-    return create_app(Placer(view, policy, placer_settings, ready=source.ready))
+    app = create_app(Placer(view, policy, placer_settings, ready=source.ready))
+    if settings is not None:
+        start_endpoints(app, settings, None)
+        freeze_periodically()
+    return app
 
 
 def scheduled_announcer(
@@ -62,7 +94,8 @@ def scheduled_announcer(
 ) -> Callable[[Mapping[str, Any], Reservation], None] | None:
     """A `Scheduled` event for each pod we placed by `spec.nodeName`, once the watch has it.
 
-    In nodeAffinity mode the scheduler that binds the pod writes its own.
+    In nodeAffinity mode the scheduler that binds the pod writes its own; the
+    fallback binder writes its own too.
     """
     if mode != "nodeName":
         return None
@@ -70,7 +103,7 @@ def scheduled_announcer(
 
     def announce(pod: Mapping[str, Any], reservation: Reservation) -> None:
         if reservation.origin != ADMISSION:
-            return  # the fallback binder writes its own events
+            return
         meta = pod.get("metadata") or {}
         recorder.record(
             scheduled(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""),
@@ -78,6 +111,17 @@ def scheduled_announcer(
         )  # fmt: skip
 
     return announce
+
+
+def start_endpoints(app: Flask, settings: ServeSettings, client: Requester | None) -> None:
+    """The kubelet's probe endpoint (plain HTTP) and the authorized metrics endpoint."""
+    pages = app.extensions["placement-webhook.pages"]
+    probes = {path: pages[path] for path in ("/healthz", "/readyz")}
+    EndpointServer(settings.health_bind, probes, name="probes").start()
+    guarded = {path: pages[path] for path in ("/metrics", "/debug/conflicts") if path in pages}
+    metrics = metrics_server(settings.metrics, guarded, client, name="metrics")
+    if metrics is not None:
+        metrics.start()
 
 
 class WebhookServer(BaseApplication):  # type: ignore[misc]
@@ -94,7 +138,9 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         self._load = load
         self._on_exit = on_exit
         # Validate the certificate pair before forking: a bad pair stops start-up.
-        self.reloader = CertificateReloader(settings.certfile, settings.keyfile)
+        self.reloader = CertificateReloader(
+            settings.certfile, settings.keyfile, client_ca=settings.client_ca
+        )
         super().__init__()
 
     def load_config(self) -> None:
@@ -102,11 +148,16 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         options: dict[str, Any] = {
             "bind": self.settings.bind,
             "workers": 1,
-            "worker_class": "gthread",
+            "worker_class": BoundedWorker.configured(
+                ConnectionLimits(
+                    framing=FramingLimits(max_body_bytes=MAX_BODY_BYTES),
+                    client_names=self.settings.client_names,
+                )
+            ),
             "threads": self.settings.threads,
             "timeout": self.settings.timeout,
             "graceful_timeout": 10,
-            "keepalive": 30,
+            "keepalive": 120,  # BoundedWorker keeps idle connections by its own deadline
             "certfile": str(Path(self.settings.certfile)),
             "keyfile": str(Path(self.settings.keyfile)),
             "ssl_context": lambda _conf, _factory: reloader.context(),

@@ -7,6 +7,14 @@ every pod until a controller creates the `default` ServiceAccount) and
 taint it adds would never be lifted). The controller-manager, when asked
 for, runs without the node lifecycle controller for the same reason.
 
+The API server always presents a client certificate to webhooks (mutual
+TLS): an AdmissionConfiguration gives the MutatingAdmissionWebhook and
+ValidatingAdmissionWebhook plugins a kubeconfig whose users are named by
+the webhooks' `host:port`, as the API server looks them up. The file is read
+once at start-up, so the ports are reserved then (`webhook_ports`); a webhook
+started on one of them (`take_webhook_port`) gets the certificate, a webhook
+on any other port gets none.
+
 Processes started with `own_processes=True` (tests, demo) die with the Python
 process that started them (PR_SET_PDEATHSIG), so an interrupted test run
 leaves no orphans; `devcluster up` starts them detached and records their
@@ -40,6 +48,10 @@ import certs
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN_DIR_ENV = "PLACEMENT_WEBHOOK_BIN_DIR"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
+#: CN of the client certificate the API server presents to webhooks.
+APISERVER_CLIENT_NAME = "kube-apiserver"
+#: Webhook ports reserved at start, each with the API server's client certificate.
+WEBHOOK_PORTS = 16
 _PR_SET_PDEATHSIG = 1
 
 
@@ -75,6 +87,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def distinct_free_ports(count: int) -> list[int]:
+    """`count` different free ports (held open together while chosen, so none repeats)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 def _die_with_parent() -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -102,6 +126,18 @@ class DevCluster:
     bin_dir: Path
     apiserver_port: int = 0
     components: dict[str, Component] = field(default_factory=dict)
+    webhook_ports: list[int] = field(default_factory=list)
+    """Ports the API server presents its client certificate to (https://127.0.0.1:PORT)."""
+    _taken_ports: int = 0
+    _metrics_token: str | None = None
+
+    def metrics_token(self) -> str:
+        """A bearer token allowed to read our processes' /metrics and /debug/* pages."""
+        if self._metrics_token is None:
+            from webhook.devcluster.process import reader_token
+
+            self._metrics_token = reader_token(self.kubeconfig)
+        return self._metrics_token
 
     # ---- paths ---------------------------------------------------------
     @property
@@ -115,6 +151,28 @@ class DevCluster:
     @property
     def server(self) -> str:
         return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def apiserver_client_ca(self) -> Path:
+        """The CA that signed the API server's client certificate for webhooks."""
+        return self.pki / "ca.crt"
+
+    def take_webhook_port(self) -> int:
+        """A free reserved port: a webhook there is called with the API server's certificate.
+
+        Handed out in turn, skipping ports something listens on, so the ports
+        of stopped webhooks come round again.
+        """
+        for _ in range(len(self.webhook_ports)):
+            port = self.webhook_ports[self._taken_ports % len(self.webhook_ports)]
+            self._taken_ports += 1
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            return port
+        raise DevClusterError(f"all {len(self.webhook_ports)} reserved webhook ports are in use")
 
     def log_path(self, name: str) -> Path:
         return self.workdir / "logs" / f"{name}.log"
@@ -217,6 +275,7 @@ class DevCluster:
         except FileNotFoundError as err:
             raise DevClusterError(f"{folder}: no running dev cluster recorded") from err
         cluster = cls(workdir=folder, bin_dir=Path(state["binDir"]), apiserver_port=state["port"])
+        cluster.webhook_ports = list(state.get("webhookPorts", []))
         for name, pid in state["pids"].items():
             cluster.components[name] = Component(name, None, pid, cluster.log_path(name))
         return cluster
@@ -230,6 +289,7 @@ class DevCluster:
             "port": self.apiserver_port,
             "kubeconfig": str(self.kubeconfig),
             "pids": {name: c.pid for name, c in self.components.items()},
+            "webhookPorts": self.webhook_ports,
         }
         (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
 
@@ -308,9 +368,47 @@ class DevCluster:
                 "--max-requests-inflight=2000",
                 "--max-mutating-requests-inflight=1000",
                 "--event-ttl=1h",
+                f"--admission-control-config-file={self._write_admission_config()}",
             ],
             own,
         )
+
+    def _write_admission_config(self) -> Path:
+        """AdmissionConfiguration: the API server's client certificate for each reserved port."""
+        self.webhook_ports = distinct_free_ports(WEBHOOK_PORTS)
+        user = {
+            "client-certificate": str(self.pki / "webhook-client.crt"),
+            "client-key": str(self.pki / "webhook-client.key"),
+        }
+        kubeconfig = self.workdir / "admission-webhooks.kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "users": [{"name": f"127.0.0.1:{p}", "user": user} for p in self.webhook_ports],
+                }
+            )
+        )
+        plugin = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "WebhookAdmissionConfiguration",
+            "kubeConfigFile": str(kubeconfig),  # must be absolute
+        }
+        config = self.workdir / "admission-configuration.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "apiserver.config.k8s.io/v1",
+                    "kind": "AdmissionConfiguration",
+                    "plugins": [
+                        {"name": name, "configuration": plugin}
+                        for name in ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook")
+                    ],
+                }
+            )
+        )
+        return config
 
     def _client_kubeconfig(self, name: str, user: str, groups: tuple[str, ...]) -> Path:
         ca = certs.load_authority(self.pki)
@@ -424,6 +522,9 @@ class DevCluster:
             ),
             0o644,
         )
+        webhook_client = certs.issue_client_certificate(ca, APISERVER_CLIENT_NAME)
+        certs.write_pem_atomically(pki / "webhook-client.crt", webhook_client.cert_pem, 0o644)
+        certs.write_pem_atomically(pki / "webhook-client.key", webhook_client.key_pem)
         admin = certs.issue_client_certificate(ca, "admin", ["system:masters"])
         certs.write_pem_atomically(pki / "admin.crt", admin.cert_pem, 0o644)
         certs.write_pem_atomically(pki / "admin.key", admin.key_pem)

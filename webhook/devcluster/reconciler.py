@@ -1,8 +1,9 @@
 """Run `placement-webhook reconcile` beside the local control plane.
 
 A real process, as in a cluster: the decision Lease, its own view, binding through
-the API server; its HTTP endpoint (/readyz, /metrics, /debug/conflicts) is on
-a free loopback port. `fast_lease` uses short lease timings (4 s lease, 3 s
+the API server; its probe endpoint (/healthz, /readyz) and its metrics
+endpoint (/metrics, /debug/conflicts: HTTPS, a token the API server accepts)
+are on free loopback ports. `fast_lease` uses short lease timings (4 s lease, 3 s
 renew deadline, 0.5 s retry) so tests and demos do not wait long.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import certs
 from webhook.devcluster.cluster import DevCluster, DevClusterError, _die_with_parent, free_port
 from webhook.devcluster.process import ServedProcess
 from webhook.reconciler.options import DEFAULT_LEASE_NAME
@@ -25,7 +27,7 @@ FAST_LEASE = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period"
 
 @dataclass
 class ReconcilerProcess(ServedProcess):
-    """A running `placement-webhook reconcile` and its plain-HTTP endpoint."""
+    """A running `placement-webhook reconcile` and its endpoints."""
 
     identity: str = ""
 
@@ -62,12 +64,17 @@ def start_reconciler(
     fast_lease: bool = True,
 ) -> ReconcilerProcess:
     """Start `placement-webhook reconcile` and wait until its view is synced (/readyz)."""
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     log = cluster.log_path(f"reconciler-{identity}")
+    tls = cluster.workdir / "reconciler-tls"
+    certs.ensure_serving_pair(tls, ["localhost"], ["127.0.0.1"])
     args = [
         sys.executable, "-m", "webhook.cli", "reconcile",
         "--kubeconfig", str(cluster.kubeconfig),
         "--bind", f"127.0.0.1:{port}",
+        "--metrics-bind", f"127.0.0.1:{metrics_port}",
+        "--metrics-tls-cert", str(tls / "tls.crt"),
+        "--metrics-tls-key", str(tls / "tls.key"),
         "--identity", identity,
         "--namespace", namespace,
         "--lease-name", lease_name,
@@ -82,7 +89,16 @@ def start_reconciler(
             args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             preexec_fn=_die_with_parent,
         )  # fmt: skip
-    rec = ReconcilerProcess(process, f"http://127.0.0.1:{port}", log, identity=identity)
+    rec = ReconcilerProcess(
+        process,
+        f"http://127.0.0.1:{port}",
+        log,
+        probe_url=f"http://127.0.0.1:{port}",
+        metrics_url=f"https://127.0.0.1:{metrics_port}",
+        token=cluster.metrics_token(),
+        metrics_ca=tls / "ca.crt",
+        identity=identity,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -1,10 +1,14 @@
 """Run our own webhook beside the local control plane and register it.
 
 The API server calls the webhook at https://127.0.0.1:PORT/mutate, trusting
-the CA from `certs`. The webhook runs as real `placement-webhook serve`
-processes (gunicorn, TLS), exactly as in a cluster, only outside of it: by
-default as many replicas as `deploy/` ships, behind a round-robin TCP
-balancer that stands in for the Service, contending for one decision Lease.
+the CA from `certs`, and presents its own client certificate (PORT is one
+the cluster reserved for that); the webhook requires it (`--client-ca`,
+`--client-name kube-apiserver`). The webhook runs as real `placement-webhook
+serve` processes (gunicorn, mutual TLS, probe and metrics endpoints), exactly
+as in a cluster, only outside of it: by default as many replicas as
+`deploy/` ships, behind a round-robin TCP balancer that stands in for the
+Service (the balancer's port is the reserved one), contending for one
+decision Lease and forwarding to its holder with their serving certificate.
 """
 
 from __future__ import annotations
@@ -22,7 +26,13 @@ from typing import Any
 import certs
 from webhook.admission.registration import CONFIGURATION_NAME, webhook_configuration
 from webhook.devcluster.balancer import Balancer
-from webhook.devcluster.cluster import DevCluster, DevClusterError, _die_with_parent, free_port
+from webhook.devcluster.cluster import (
+    APISERVER_CLIENT_NAME,
+    DevCluster,
+    DevClusterError,
+    _die_with_parent,
+    free_port,
+)
 from webhook.devcluster.objects import ensure_namespace
 from webhook.devcluster.process import ServedProcess
 from webhook.kube import ApiError, Kube
@@ -32,6 +42,8 @@ DEPLOYED_REPLICAS = 2
 #: Short lease timings for tests and demos (4 s lease, 3 s renew deadline, 0.5 s retry).
 FAST_LEASE = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5")
 OWN_NAMESPACE = "placement-webhook"
+#: The name in the replicas' serving certificate: what they present to each other.
+PEER_NAME = "localhost"
 
 
 @dataclass
@@ -76,12 +88,9 @@ class WebhookSet:
         return self.tls_dir / "ca.crt"
 
     def get(self, path: str, timeout: float = 2.0) -> tuple[int, Any]:
-        """GET `path` through the balancer (some replica answers)."""
-        return (
-            self.members[0].get(path, timeout)
-            if len(self.members) == 1
-            else _via(self, path, timeout)
-        )
+        """GET `path` from the first replica that runs (probes and metrics are per replica)."""
+        live = [m for m in self.members if m.process.poll() is None] or self.members
+        return live[0].get(path, timeout)
 
     def leader(self) -> WebhookProcess | None:
         return next((m for m in self.members if m.process.poll() is None and m.deciding()), None)
@@ -98,11 +107,6 @@ class WebhookSet:
         return "\n".join(f"--- {m.identity}\n{m.tail_log(lines)}" for m in self.members)
 
 
-def _via(hooks: WebhookSet, path: str, timeout: float) -> tuple[int, Any]:
-    probe = ServedProcess(hooks.members[0].process, hooks.url, hooks.log, ca_file=hooks.ca_file)
-    return probe.get(path, timeout)
-
-
 def start_webhook(
     cluster: DevCluster,
     *,
@@ -110,35 +114,57 @@ def start_webhook(
     policy: str | os.PathLike[str] | None = None,
     extra_args: Sequence[str] = (),
     tls_dir: Path | None = None,
+    mutual_tls: bool = True,
     timeout: float = 60.0,
     lease_name: str | None = None,
     fast_lease: bool = True,
     wait: bool = True,
+    port: int | None = None,
 ) -> WebhookProcess:
     """Start one `placement-webhook serve` against the cluster and wait until /readyz is ok.
 
-    It contends for the decision Lease `lease_name` (the default one when
-    None) in the webhook's own namespace, as a deployed replica does.
+    With `mutual_tls` (the default, as deployed) the webhook port takes only
+    the API server's client certificate, the other replicas' serving
+    certificate, and that of a client of the webhook's own CA
+    (`tls/client.crt`, which tests use to call it directly). It contends for
+    the decision Lease `lease_name` (the default one when None) in the
+    webhook's own namespace, as a deployed replica does. `port`: where it
+    listens (default: a port the API server presents its certificate to).
     """
     tls = tls_dir or cluster.workdir / f"{name}-tls"
-    certs.ensure_serving_pair(tls, ["localhost"], ["127.0.0.1"])
+    certs.ensure_serving_pair(tls, [PEER_NAME], ["127.0.0.1"])
     kube = Kube(cluster.kubeconfig)
     try:
         ensure_namespace(kube, OWN_NAMESPACE)
     finally:
         kube.close()
-    port = free_port()
+    if port is None:
+        port = cluster.take_webhook_port() if mutual_tls else free_port()
+    probe_port, metrics_port = free_port(), free_port()
     log = cluster.log_path(name)
+    client_ca = tls / "client-ca.crt"
+    own_client = tls / "client.crt", tls / "client.key"
+    security: list[str] = []
+    if mutual_tls:
+        write_client_bundle(client_ca, cluster.apiserver_client_ca, tls / "ca.crt")
+        pair = certs.issue_client_certificate(certs.load_authority(tls), "e2e-client")
+        certs.write_pem_atomically(own_client[1], pair.key_pem)
+        certs.write_pem_atomically(own_client[0], pair.cert_pem, 0o644)
+        names = [APISERVER_CLIENT_NAME, "e2e-client", PEER_NAME]
+        security = ["--client-ca", str(client_ca), *(f"--client-name={n}" for n in names)]
     args = [
         sys.executable, "-m", "webhook.cli", "serve",
         "--kubeconfig", str(cluster.kubeconfig),
         "--bind", f"127.0.0.1:{port}",
         "--tls-cert", str(tls / "tls.crt"),
         "--tls-key", str(tls / "tls.key"),
+        "--health-bind", f"127.0.0.1:{probe_port}",
+        "--metrics-bind", f"127.0.0.1:{metrics_port}",
         "--namespace", OWN_NAMESPACE,
         "--identity", name,
         *(["--lease-name", lease_name] if lease_name else []),
         *(FAST_LEASE if fast_lease else ()),
+        *security,
         *(["--policy", str(policy)] if policy else []),
         *extra_args,
     ]  # fmt: skip
@@ -152,7 +178,15 @@ def start_webhook(
             preexec_fn=_die_with_parent,
         )
     hook = WebhookProcess(
-        process, f"https://127.0.0.1:{port}", log, ca_file=tls / "ca.crt", identity=name
+        process,
+        f"https://127.0.0.1:{port}",
+        log,
+        ca_file=tls / "ca.crt",
+        probe_url=f"http://127.0.0.1:{probe_port}",
+        metrics_url=f"https://127.0.0.1:{metrics_port}",
+        token=cluster.metrics_token(),
+        client_cert=own_client if mutual_tls else None,
+        identity=name,
     )
     if wait:
         wait_ready(hook, timeout)
@@ -199,6 +233,7 @@ def start_replicas(
             lease_name=lease_name,
             fast_lease=fast_lease,
             wait=False,
+            port=free_port(),  # the API server calls the balancer, not the replicas
         )
         for i in range(replicas)
     ]
@@ -206,7 +241,7 @@ def start_replicas(
         for member in members:
             wait_ready(member, timeout)
         backends = [("127.0.0.1", int(m.url.rsplit(":", 1)[1])) for m in members]
-        balancer = Balancer(backends).start()
+        balancer = Balancer(backends, port=cluster.take_webhook_port()).start()
         hooks = WebhookSet(
             members, balancer, f"https://{balancer.address}", tls, cluster.log_path(name)
         )
@@ -220,6 +255,11 @@ def start_replicas(
             member.stop()
         raise
     return hooks
+
+
+def write_client_bundle(path: Path, *cas: Path) -> None:
+    """The --client-ca bundle: the CAs' certificates one after another."""
+    certs.write_pem_atomically(path, b"".join(ca.read_bytes() for ca in cas), 0o644)
 
 
 def register_webhook(

@@ -1,32 +1,30 @@
-"""The reconcile process's own small HTTP endpoint (plain HTTP, for probes and scraping).
+"""The reconcile process's pages, served by the shared endpoint component (webhook.serving).
 
+Probe endpoint (plain HTTP, for the kubelet):
 GET /healthz          200 while the process runs (liveness)
 GET /readyz           200 once the view is synced and fresh, 503 before; JSON
                       says whether this replica leads and who holds the lease
+Metrics endpoint (HTTPS, callers authorized by the API server):
 GET /metrics          Prometheus text format
 GET /debug/conflicts  the conflicts standing at the last detection pass, JSON
 
 Standbys are ready too: readiness says the cache is usable, leadership is
 reported, not required (a standby must stay in the Service to take over).
-The standard library's threading server is enough for this traffic.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-log = logging.getLogger(__name__)
+from webhook.serving.endpoints import JSON, Page
 
 
 class Endpoints:
-    """What the routes read; each a callable so the server holds no state of its own."""
+    """What the pages read; each a callable so the pages hold no state of their own."""
 
     def __init__(
         self,
@@ -39,61 +37,32 @@ class Endpoints:
         self.ready, self.registry, self.conflicts = ready, registry, conflicts
         self.before_scrape = before_scrape
 
-    def route(self, path: str) -> tuple[int, str, bytes]:
-        path = path.split("?", 1)[0]
-        if path == "/healthz":
-            return 200, "application/json", b'{"status":"ok"}'
-        if path == "/readyz":
-            ok, info = self.ready()
-            body = orjson.dumps({"status": "ok" if ok else "not ready", **info})
-            return (200 if ok else 503), "application/json", body
-        if path == "/metrics":
-            self.before_scrape()
-            return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
-        if path == "/debug/conflicts":
-            return 200, "application/json", orjson.dumps(self.conflicts())
-        return 404, "application/json", b'{"status":"not found"}'
+    def _healthz(self) -> tuple[int, str, bytes]:
+        return 200, JSON, b'{"status":"ok"}'
 
+    def _readyz(self) -> tuple[int, str, bytes]:
+        ok, info = self.ready()
+        body = orjson.dumps({"status": "ok" if ok else "not ready", **info})
+        return (200 if ok else 503), JSON, body
 
-class EndpointServer:
-    """A ThreadingHTTPServer on `host:port` serving `Endpoints` from a daemon thread."""
+    def _metrics(self) -> tuple[int, str, bytes]:
+        self.before_scrape()
+        return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
 
-    def __init__(self, bind: str, endpoints: Endpoints):
-        host, _, port = bind.rpartition(":")
-        handler = _handler(endpoints)
-        self.server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), handler)
-        self.server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self.server.serve_forever, name="endpoints", daemon=True
-        )
+    def _conflicts(self) -> tuple[int, str, bytes]:
+        return 200, JSON, orjson.dumps(self.conflicts())
 
     @property
-    def port(self) -> int:
-        return int(self.server.server_address[1])
+    def probes(self) -> dict[str, Page]:
+        return {"/healthz": self._healthz, "/readyz": self._readyz}
 
-    def start(self) -> None:
-        self._thread.start()
+    @property
+    def protected(self) -> dict[str, Page]:
+        return {"/metrics": self._metrics, "/debug/conflicts": self._conflicts}
 
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _handler(endpoints: Endpoints) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # the stdlib's name
-            try:
-                status, content_type, body = endpoints.route(self.path)
-            except Exception:
-                log.exception("endpoint %s failed", self.path)
-                status, content_type, body = 500, "application/json", b'{"status":"error"}'
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # probes every few seconds would drown the log
-
-    return Handler
+    def route(self, path: str) -> tuple[int, str, bytes]:
+        """The page at `path` (either endpoint's), as the servers answer it."""
+        page = {**self.probes, **self.protected}.get(path.split("?", 1)[0])
+        if page is None:
+            return 404, JSON, b'{"status":"not found"}'
+        return page()

@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 Env = Callable[..., "str | None"]
 
-DEFAULT_BIND = "0.0.0.0:8081"
+DEFAULT_BIND = "127.0.0.1:8081"
+DEFAULT_METRICS_BIND = "127.0.0.1:8082"
 DEFAULT_LEASE_NAME = "placement-webhook"
 
 
@@ -32,9 +33,28 @@ def add_arguments(parser: argparse.ArgumentParser, env: Env, *, serve: bool = Fa
         parser.add_argument(
             "--bind",
             default=env("reconcile-bind", DEFAULT_BIND),
-            help="host:port of the plain-HTTP endpoint: /healthz /readyz /metrics "
-            f"/debug/conflicts (default {DEFAULT_BIND}; port 0 picks a free one)",
+            help="host:port of the plain-HTTP probe endpoint: /healthz /readyz"
+            f" (default {DEFAULT_BIND}; the pod's address in a cluster; port 0 picks a free one)",
         )
+        parser.add_argument(
+            "--metrics-bind",
+            default=env("reconcile-metrics-bind", DEFAULT_METRICS_BIND),
+            help="host:port of the metrics endpoint: /metrics /debug/conflicts"
+            f" (default {DEFAULT_METRICS_BIND}; '' for none)",
+        )
+        parser.add_argument(
+            "--metrics-auth",
+            choices=["delegated", "none"],
+            default=env("metrics-auth", "delegated"),
+            help="delegated: HTTPS, callers need a bearer token the API server accepts and RBAC "
+            "get on the path; none: plain HTTP for anyone who reaches the address (never 0.0.0.0)",
+        )
+        parser.add_argument(
+            "--metrics-tls-cert",
+            default=env("metrics-tls-cert"),
+            help="serving certificate of the metrics endpoint (default: self-signed at start-up)",
+        )
+        parser.add_argument("--metrics-tls-key", default=env("metrics-tls-key"))
         parser.add_argument(
             "--namespace",
             default=env("namespace", "placement-webhook"),

@@ -18,9 +18,15 @@ from webhook.kube import Kube
 from webhook.policy.profile import Policy
 from webhook.reconciler.core import DecisionCore
 from webhook.reconciler.election import ElectionSettings
-from webhook.reconciler.endpoints import Endpoints, EndpointServer
+from webhook.reconciler.endpoints import Endpoints
 from webhook.reconciler.queue import BackoffSettings
 from webhook.reconciler.settings import ReconcileSettings, default_identity
+from webhook.serving.endpoints import (
+    EndpointServer,
+    MetricsSettings,
+    check_metrics_settings,
+    metrics_server,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +50,12 @@ def settings_from_args(args: argparse.Namespace, **extra: Any) -> ReconcileSetti
         conflict_interval=args.conflict_interval,
         max_cache_age=args.max_cache_age,
         bind=args.bind,
+        metrics=MetricsSettings(
+            bind=args.metrics_bind,
+            auth=args.metrics_auth,
+            certfile=args.metrics_tls_cert,
+            keyfile=args.metrics_tls_key,
+        ),
         pod_condition=not args.no_pod_condition,
         **extra,
     )
@@ -59,11 +71,11 @@ def run(client: Kube, policy: Policy, settings: ReconcileSettings) -> int:
         before_scrape=core.binder.refresh_gauges,
     )
     try:
-        server = EndpointServer(settings.bind, endpoints)
-    except OSError as err:
-        raise SystemExit(
-            f"placement-webhook reconcile: cannot listen on {settings.bind}: {err}"
-        ) from None
+        check_metrics_settings(settings.metrics, has_client=True)
+        server = EndpointServer(settings.bind, endpoints.probes, name="probes")
+        metrics = metrics_server(settings.metrics, endpoints.protected, client, name="metrics")
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"placement-webhook reconcile: endpoints: {err}") from None
     done = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -73,6 +85,8 @@ def run(client: Kube, policy: Policy, settings: ReconcileSettings) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     server.start()
+    if metrics is not None:
+        metrics.start()
     core.start()
     log.info(
         "reconciler started", extra={"identity": settings.identity, "endpoint": server.port,
@@ -82,6 +96,8 @@ def run(client: Kube, policy: Policy, settings: ReconcileSettings) -> int:
     done.wait()
     core.stop()
     server.stop()
+    if metrics is not None:
+        metrics.stop()
     return 0
 
 

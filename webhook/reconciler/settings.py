@@ -10,6 +10,7 @@ from webhook.reconciler.authority import AuthoritySettings
 from webhook.reconciler.election import ElectionSettings
 from webhook.reconciler.options import DEFAULT_BIND, DEFAULT_LEASE_NAME
 from webhook.reconciler.queue import BackoffSettings
+from webhook.serving.endpoints import MetricsSettings
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,9 @@ class ReconcileSettings:
     max_cache_age: float = 120.0
     """Seconds of watch silence after which the view is not trusted (not ready, no binds)."""
     bind: str = DEFAULT_BIND
-    """host:port of the reconcile command's HTTP endpoint."""
+    """host:port of the reconcile command's probe endpoint (plain HTTP, /healthz and /readyz)."""
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    """The reconcile command's metrics endpoint (/metrics, /debug/conflicts), callers authorized."""
     pod_condition: bool = True
     """Set PodScheduled=False/Unschedulable on pods that fit nowhere, as kube-scheduler does."""
     advertise_url: str = ""

@@ -313,7 +313,9 @@ def test_health_readiness_and_metrics(client: FlaskClient) -> None:
     assert client.get("/healthz").status_code == 200
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.get_json()["nodes"] == 2
-    text = client.get("/metrics").get_data(as_text=True)
+    assert client.get("/metrics").status_code == 404  # only on the authorized metrics endpoint
+    page = client.application.extensions["placement-webhook.pages"]["/metrics"]
+    text = page()[2].decode()
     assert 'placement_webhook_decisions_total{reason="placed",result="placed"} 1.0' in text
     assert "placement_webhook_reservations 1.0" in text
     assert 'placement_webhook_decision_seconds_bucket{le="0.001",result="placed"}' in text
@@ -343,3 +345,25 @@ def test_generated_pod_objects_never_cause_a_server_error(client: FlaskClient, o
     assert answer.status_code in (200, 400)
     if answer.status_code == 200:
         assert answer.get_json()["response"]["uid"] == "uid-1"
+
+
+def test_without_authenticated_callers_a_namespace_the_view_does_not_know_is_not_placed(
+    view: ClusterView,
+) -> None:
+    answer = post(client_for(view), review(pod(), namespace="forged")).get_json()["response"]
+    assert "patch" not in answer
+    assert "not in the cluster view" in answer["warnings"][0]
+
+
+def test_with_authenticated_callers_the_api_servers_namespace_selector_is_the_authority(
+    view: ClusterView,
+) -> None:
+    view.apply("Namespace", "ADDED", namespace("lagging", {}))  # the label not seen yet
+    settings = PlacerSettings(namespace_selector_is_authority=True)
+    client = create_app(Placer(view, policy(), settings)).test_client()
+    for name in ("unknown-yet", "lagging"):
+        obj = pod()
+        result = patched(obj, post(client, review(obj, namespace=name, uid=name)).get_json())
+        assert result["spec"]["nodeName"] in ("small", "big")
+    excluded = post(client, review(pod(), namespace="kube-system")).get_json()["response"]
+    assert "patch" not in excluded  # the excluded namespaces stay excluded

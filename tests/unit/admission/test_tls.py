@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import certs
-from webhook.admission.tls import CertificateReloader
+from webhook.serving.tls import CertificateReloader
 
 
 class Clock:
@@ -79,3 +79,30 @@ def test_a_half_written_pair_keeps_the_old_context_until_it_is_whole(tmp_path: P
     certs.write_pem_atomically(tmp_path / "tls.crt", other.cert_pem)
     clock.now += 2
     assert reloader.context() is not first
+
+
+def test_with_client_cas_the_context_requires_a_certificate_from_either_bundle(
+    tmp_path: Path,
+) -> None:
+    import ssl
+
+    certs.ensure_serving_pair(tmp_path / "own")
+    other = certs.new_authority("apiserver-client-ca")
+    (tmp_path / "other.crt").write_bytes(other.cert_pem)
+    reloader = CertificateReloader(
+        str(tmp_path / "own" / "tls.crt"),
+        str(tmp_path / "own" / "tls.key"),
+        client_ca=f"{tmp_path / 'other.crt'},{tmp_path / 'own' / 'ca.crt'}",
+    )
+    context = reloader.context()
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    subjects = {dict(x[0] for x in c["subject"])["commonName"] for c in context.get_ca_certs()}
+    assert subjects == {"apiserver-client-ca", "placement-webhook-ca"}
+
+
+def test_without_client_cas_no_certificate_is_asked_for(tmp_path: Path) -> None:
+    import ssl
+
+    certs.ensure_serving_pair(tmp_path)
+    reloader = CertificateReloader(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    assert reloader.context().verify_mode == ssl.CERT_NONE

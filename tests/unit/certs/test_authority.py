@@ -18,7 +18,7 @@ from certs.__main__ import main as certs_main
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
-def test_serving_certificate_has_the_names_and_server_auth() -> None:
+def test_serving_certificate_has_the_names_and_serves_and_authenticates_clients() -> None:
     ca = certs.new_authority(now=NOW)
     leaf = certs.issue_serving_certificate(
         ca, certs.service_dns_names("pw", "ns"), ["127.0.0.1"], now=NOW
@@ -32,7 +32,7 @@ def test_serving_certificate_has_the_names_and_server_auth() -> None:
     }
     assert [str(i) for i in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     usage = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-    assert list(usage) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    assert list(usage) == [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
     assert leaf.issuer == ca.certificate.subject
     assert not leaf.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
 
@@ -114,3 +114,19 @@ def test_cli_prints_the_ca_bundle_and_injects_it(
 def test_cli_check_fails_on_a_missing_name(tmp_path: Path) -> None:
     certs_main(["init", "--dir", str(tmp_path)])
     assert certs_main(["check", "--dir", str(tmp_path), "--dns", "other.example"]) == 1
+
+
+def test_a_serving_certificate_without_client_auth_is_reissued() -> None:
+    ca = certs.new_authority(now=NOW)
+    old = certs.authority._issue(
+        ca,
+        x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "localhost")]),
+        [ExtendedKeyUsageOID.SERVER_AUTH],
+        [x509.DNSName("localhost")],
+        dt.timedelta(days=365),
+        NOW,
+    )
+    assert "client auth" in str(certs.needs_rotation(old.cert_pem, now=NOW))
+    fresh = certs.issue_serving_certificate(ca, ["localhost"], [], now=NOW)
+    assert certs.needs_rotation(fresh.cert_pem, now=NOW) is None
+    assert certs.needs_rotation(ca.cert_pem, now=NOW) is None  # a CA is not a serving certificate

@@ -17,7 +17,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
-OVERLAYS = ("self-managed", "cert-manager", "extender")
+OVERLAYS = ("self-managed", "cert-manager", "extender", "self-managed-mtls")
 NAMESPACE = "placement-webhook"
 PART_OF = {"app.kubernetes.io/part-of": "placement-webhook"}
 #: Files holding the Roles and ClusterRoles of the webhook, reconciler and certs processes.

@@ -170,14 +170,16 @@ def test_every_pod_has_the_priority_class_and_a_service_account_that_are_shipped
 def test_every_mounted_config_map_is_generated_and_every_path_read_is_mounted(
     objects: list[Obj],
 ) -> None:
+    # The API server's client CA is the operator's to give (components/client-ca).
     maps = {o["metadata"]["name"] for o in of_kind(objects, "ConfigMap")}
+    maps.add("placement-webhook-client-ca")
     for deployment, container in containers(objects):
         volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"].get("volumes", [])}
         mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts") or []}
         for volume in volumes.values():
             if "configMap" in volume:
                 assert volume["configMap"]["name"] in maps
-        paths = [v for v in env_of(container).values() if v.startswith("/")]
+        paths = [p for v in env_of(container).values() if v.startswith("/") for p in v.split(",")]
         paths += [a.split("=", 1)[1] for a in _args(container) if re.match(r"--\S+=/", a)]
         for path in paths:
             assert any(path.startswith(m + "/") for m in mounts), (container["name"], path)
@@ -328,10 +330,10 @@ def _grants(objects: list[Obj], user: str) -> list[dict[str, Any]]:
 def test_no_rule_uses_wildcards_and_no_cluster_role_reads_secrets(objects: list[Obj]) -> None:
     for role in of_kind(objects, "Role", "ClusterRole"):
         for rule in role["rules"]:
-            for key in ("verbs", "resources", "apiGroups"):
-                assert "*" not in rule[key], (role["metadata"]["name"], rule)
+            for key in ("verbs", "resources", "apiGroups", "nonResourceURLs"):
+                assert "*" not in rule.get(key, []), (role["metadata"]["name"], rule)
             if role["kind"] == "ClusterRole":
-                assert "secrets" not in rule["resources"]
+                assert "secrets" not in rule.get("resources", [])
 
 
 WORKLOADS = ("services", "replicationcontrollers", "replicasets", "statefulsets")
@@ -362,6 +364,9 @@ def test_the_webhook_may_decide_and_bind_but_never_read_secrets(objects: list[Ob
         ("leases", "create"),
         ("leases", "get"),
         ("leases", "update"),
+        # its metrics endpoint asks the API server who calls and what they may read
+        ("tokenreviews", "create"),
+        ("subjectaccessreviews", "create"),
     }
 
 
@@ -538,3 +543,71 @@ def test_the_deploy_readme_installs_opts_in_verifies_and_uninstalls() -> None:
     uninstall = text.split("## Uninstall", 1)[1]
     first_delete = uninstall.index("kubectl delete")
     assert "mutatingwebhookconfiguration" in uninstall[first_delete:].splitlines()[0]
+
+
+# ------------------------------------------------------------------ network exposure
+
+
+def test_every_endpoint_is_bound_to_the_pod_address_and_probed_in_plain_http(
+    objects: list[Obj],
+) -> None:
+    for name in ("placement-webhook",):
+        (container,) = find(objects, "Deployment", name)["spec"]["template"]["spec"]["containers"]
+        env = env_of(container)
+        binds = {k: v for k, v in env.items() if k.endswith("BIND")}
+        assert binds and all(v.startswith("$(POD_IP):") for v in binds.values()), binds
+        assert env["POD_IP"] == "<status.podIP>"
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        for probe in ("readinessProbe", "livenessProbe"):
+            get = container[probe]["httpGet"]
+            assert get["port"] == "probes" and get.get("scheme", "HTTP") == "HTTP"
+        assert ports["probes"] == 8081 and ports["metrics"] == 8082
+
+
+def test_network_policies_close_the_namespace_and_open_each_port_to_its_caller(
+    objects: list[Obj],
+) -> None:
+    policies = {p["metadata"]["name"]: p["spec"] for p in of_kind(objects, "NetworkPolicy")}
+    deny = policies["placement-webhook-default-deny"]
+    assert deny == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    opened: dict[tuple[str, int], list[Obj]] = {}
+    for spec in policies.values():
+        component = spec["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/component")
+        for rule in spec.get("ingress", []):
+            for port in rule["ports"]:
+                opened[(component, port["port"])] = rule["from"]
+    assert set(opened) == {("webhook", 8443), ("webhook", 8082)}
+    monitoring = [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "monitoring"}}}]  # fmt: skip
+    assert opened[("webhook", 8082)] == monitoring
+    webhook_from = opened[("webhook", 8443)]
+    assert {"ipBlock"} in [set(peer) for peer in webhook_from]  # the control plane setting
+    replicas = [p for p in webhook_from if "podSelector" in p]
+    assert replicas[0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "webhook"
+
+
+def test_with_mutual_tls_serve_trusts_the_api_servers_ca_and_its_own() -> None:
+    objects = render("self-managed-mtls")
+    (container,) = find(objects, "Deployment", "placement-webhook")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    env = env_of(container)
+    bundles = env["PLACEMENT_WEBHOOK_CLIENT_CA"].split(",")
+    assert bundles == [
+        "/etc/placement-webhook/client-ca/ca.crt",
+        "/etc/placement-webhook/tls/ca.crt",
+    ]
+    assert "placement-webhook" in env["PLACEMENT_WEBHOOK_CLIENT_NAME"].split(",")
+    plain = find(render("self-managed"), "Deployment", "placement-webhook")
+    assert "PLACEMENT_WEBHOOK_CLIENT_CA" not in env_of(
+        plain["spec"]["template"]["spec"]["containers"][0]
+    )
+
+
+def test_the_metrics_reader_role_grants_only_get_on_our_pages(objects: list[Obj]) -> None:
+    role = find(objects, "ClusterRole", "placement-webhook:metrics-reader")
+    assert role["rules"] == [
+        {"nonResourceURLs": ["/metrics", "/debug/conflicts"], "verbs": ["get"]}
+    ]
+    bound = {b["roleRef"]["name"] for b in of_kind(objects, "RoleBinding", "ClusterRoleBinding")}
+    assert "placement-webhook:metrics-reader" not in bound  # the operator says who reads
