@@ -21,12 +21,14 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import Nodes, delete_pods, wait_for
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.devcluster import DevCluster
+from webhook.devcluster.injector import SIDECAR, SidecarInjector
 from webhook.devcluster.objects import ensure_namespace, pod_manifest
 from webhook.devcluster.webhook import (
     WebhookSet,
@@ -54,8 +56,11 @@ def overcommitted(kube: Kube) -> dict[str, tuple[int, int]]:
     for pod in kube.get("/api/v1/pods")["items"]:
         node = pod["spec"].get("nodeName")
         if node in alloc and not pod["metadata"].get("deletionTimestamp"):
+            sidecars = [c for c in pod["spec"].get("initContainers", [])
+                        if c.get("restartPolicy") == "Always"]  # fmt: skip
             used[node] += sum(
-                cpu_millis(c["resources"]["requests"]["cpu"]) for c in pod["spec"]["containers"]
+                cpu_millis(c["resources"]["requests"]["cpu"])
+                for c in [*pod["spec"]["containers"], *sidecars]
             )
     return {n: (u, alloc[n]) for n, u in used.items() if u > alloc[n]}
 
@@ -282,3 +287,50 @@ def test_a_reservation_whose_create_is_refused_later_is_given_back_within_second
         hooks.stop()
         with contextlib.suppress(ApiError):
             kube.delete("/api/v1/namespaces/quota/resourcequotas/none")
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["container", "native-sidecar"])
+def test_a_sidecar_injected_after_our_placement_never_overcommits_a_node(
+    cluster: DevCluster, kube: Kube, native: bool
+) -> None:
+    """40 pods of 1 cpu on 10 nodes of 4 cpu, each given a 500m sidecar by a webhook after ours."""
+    hooks = deploy(cluster, kube, 2)
+    namespace = "sidecars"
+    ensure_namespace(kube, namespace, {ENABLED_LABEL: "true"})
+    injector = SidecarInjector(cluster, cpu="500m", native=native).start()
+    injector.register(kube, namespace)
+    nodes = Nodes(kube, hooks)
+    try:
+        for _ in range(10):
+            nodes.add(prefix="side", cpu="4", memory="16Gi")
+
+        def create(i: int) -> dict[str, Any]:
+            pod = pod_manifest(f"p{i}", cpu="1", memory="64Mi")
+            return kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            created = list(pool.map(create, range(40)))
+
+        def names(pod: dict[str, Any]) -> set[str]:
+            spec = pod["spec"]
+            return {c["name"] for c in [*spec["containers"], *spec.get("initContainers", [])]}
+
+        injected = [p for p in created if SIDECAR in names(p)]
+        assert len(injected) == 40  # the injector ran after us on every pod
+        placed = sum(1 for p in created if p["spec"].get("nodeName"))
+        # 1.5 cpu per pod: two fit on a 4-cpu node, so 20 of the 40 have room.
+        wait_for(
+            lambda: bound_in(kube, namespace) == 20,
+            timeout=30,
+            message="20 pods bound (admission, re-checks and the fallback binder)",
+        )
+        time.sleep(0.5)
+        assert overcommitted(kube) == {}
+        print(f"\nsidecar ({'native' if native else 'container'}) injected after ours: "
+              f"{placed} of 40 placed at admission, 20 bound in all, 0 overcommitted")  # fmt: skip
+    finally:
+        injector.stop()
+        delete_pods(kube, namespace)
+        nodes.remove_all()
+        unregister_webhook(kube)
+        hooks.stop()

@@ -165,6 +165,9 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
             "errorlog": "-",
             "loglevel": os.environ.get("GUNICORN_LOG_LEVEL", "warning"),
             "proc_name": "placement-webhook",
+            # gunicorn's control socket would live under $HOME, which a read-only
+            # container does not have, and nothing here uses it.
+            "control_socket_disable": True,
             "worker_exit": lambda _arbiter, _worker: self._on_exit(),
         }
         for key, value in options.items():

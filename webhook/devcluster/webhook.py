@@ -87,6 +87,11 @@ class WebhookSet:
     def ca_file(self) -> Path:
         return self.tls_dir / "ca.crt"
 
+    @property
+    def client_cert(self) -> tuple[Path, Path] | None:
+        """The e2e client certificate the replicas accept (they share one TLS folder)."""
+        return self.members[0].client_cert
+
     def get(self, path: str, timeout: float = 2.0) -> tuple[int, Any]:
         """GET `path` from the first replica that runs (probes and metrics are per replica)."""
         live = [m for m in self.members if m.process.poll() is None] or self.members

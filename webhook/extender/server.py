@@ -96,6 +96,7 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
             "errorlog": "-",
             "loglevel": os.environ.get("GUNICORN_LOG_LEVEL", "warning"),
             "proc_name": "placement-webhook-extender",
+            "control_socket_disable": True,  # it would live under $HOME; nothing uses it
         }
         if self.settings.tls:
             options["certfile"] = self.settings.certfile

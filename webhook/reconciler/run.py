@@ -53,8 +53,8 @@ def settings_from_args(args: argparse.Namespace, **extra: Any) -> ReconcileSetti
         metrics=MetricsSettings(
             bind=args.metrics_bind,
             auth=args.metrics_auth,
-            certfile=args.metrics_tls_cert,
-            keyfile=args.metrics_tls_key,
+            certfile=getattr(args, "metrics_tls_cert", None),  # serve: its own TLS pair
+            keyfile=getattr(args, "metrics_tls_key", None),
         ),
         pod_condition=not args.no_pod_condition,
         **extra,
