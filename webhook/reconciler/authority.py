@@ -12,9 +12,14 @@ holder may have answered reviews whose pods are not in our view yet: the API
 server persists a pod only after the rest of its admission chain, and our
 watch delivers it a moment later. So a new leader waits
 
-1. until the API server's webhook timeout plus a grace has passed since it
-   took the Lease (an answer the old leader gave later than that was thrown
-   away by the API server), then
+1. until the API server's webhook timeout plus a grace has passed since the
+   previous holder last decided (an answer it gave later than that was
+   thrown away by the API server). How long that still is depends on how
+   the Lease changed hands (`settle_wait`): nothing when this process
+   created it (nobody ever decided); the rest of that time after a release
+   (the holder stopped when it released); after an expiry, the holder had
+   stopped `lease_duration - renew_deadline` before anyone could take it,
+   so only what that margin does not cover; then
 2. until its pod watch has delivered everything up to a resourceVersion read
    from the API server *after* step 1 (a consistent read), or, when no pod
    changed since (no event can arrive to prove it), for a bounded time.
@@ -35,6 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from webhook.reconciler.election import Takeover, parse_micro_time
+
 log = logging.getLogger(__name__)
 
 
@@ -54,6 +61,29 @@ class AuthoritySettings:
     """How long a new leader waits for its watch to reach the barrier resourceVersion."""
 
 
+def settle_wait(
+    takeover: Takeover | None,
+    *,
+    webhook_timeout: float,
+    grace: float,
+    lease_margin: float,
+    released_seconds_ago: float | None,
+) -> float:
+    """Seconds a new leader waits before its barrier read (step 1 above). Pure."""
+    full = webhook_timeout + grace
+    if takeover is None:
+        return full  # unknown: the conservative answer
+    if takeover.how == "created":
+        return 0.0
+    if takeover.how == "released":
+        if released_seconds_ago is None:
+            return full
+        return max(0.0, full - max(0.0, released_seconds_ago))
+    if takeover.how == "expired":
+        return max(0.0, full - lease_margin)
+    return full
+
+
 class Elector(Protocol):
     """What the authority needs of the leader elector."""
 
@@ -62,6 +92,9 @@ class Elector(Protocol):
     def leader_url(self) -> str: ...
 
     def holder(self) -> str: ...
+
+    @property
+    def last_takeover(self) -> Takeover | None: ...
 
 
 class DecisionAuthority:
@@ -76,11 +109,15 @@ class DecisionAuthority:
         settings: AuthoritySettings = AuthoritySettings(),
         own_url: str = "",
         on_fresh: Callable[[], None] = lambda: None,
+        lease_margin: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ):
         self.elector, self.settings, self.own_url, self.clock = elector, settings, own_url, clock
-        self.on_fresh, self.sleep = on_fresh, sleep
+        self.on_fresh, self.sleep, self.wall = on_fresh, sleep, wall
+        self.lease_margin = lease_margin
+        """lease_duration - renew_deadline: how long before an expiry the holder stopped."""
         self._pod_rv = pod_resource_version
         self._current_rv = current_resource_version
         self._lock = threading.Lock()
@@ -133,7 +170,19 @@ class DecisionAuthority:
 
     def _establish(self, term: int) -> None:
         settings = self.settings
-        wait_until = self._since + settings.webhook_timeout + settings.grace
+        takeover = self.elector.last_takeover
+        released_ago = None
+        if takeover is not None and takeover.previous is not None:
+            released_at = parse_micro_time(takeover.previous.renew_time)
+            released_ago = None if released_at is None else self.wall() - released_at
+        wait = settle_wait(
+            takeover,
+            webhook_timeout=settings.webhook_timeout,
+            grace=settings.grace,
+            lease_margin=self.lease_margin,
+            released_seconds_ago=released_ago,
+        )
+        wait_until = self._since + wait
         while self._current(term) and self.clock() < wait_until:
             self.sleep(min(0.05, max(0.0, wait_until - self.clock())))
         if not self._current(term):
@@ -155,7 +204,11 @@ class DecisionAuthority:
             self.fresh_after = self.clock() - self._since
         log.info(
             "deciding as leader",
-            extra={"waitedSeconds": round(self.fresh_after, 3), "barrier": barrier},
+            extra={
+                "waitedSeconds": round(self.fresh_after, 3),
+                "barrier": barrier,
+                "takeover": takeover.how if takeover else "unknown",
+            },
         )
         self.on_fresh()
 

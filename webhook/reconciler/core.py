@@ -70,6 +70,7 @@ class DecisionCore:
             settings=settings.authority,
             own_url=settings.advertise_url,
             on_fresh=self._fresh,
+            lease_margin=election.act_margin,
             clock=clock,
         )
         self.binder = FallbackBinder(

@@ -99,9 +99,30 @@ class LeaseRecord:
         }
 
 
+@dataclass(frozen=True)
+class Takeover:
+    """How this process came to hold the lease (what a new leader must wait for)."""
+
+    how: str
+    """created: no lease existed; released: the holder gave it up; expired: it stopped
+    renewing; resumed: the lease still named this identity (a restart)."""
+    previous: LeaseRecord | None = None
+    """The record this process replaced (None when it created the lease)."""
+
+
 def micro_time(now: dt.datetime) -> str:
     """metav1.MicroTime's wire format."""
     return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_micro_time(text: str) -> float | None:
+    """A MicroTime (or a Time) as seconds since the epoch; None when it is not one."""
+    for layout in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return dt.datetime.strptime(text, layout).replace(tzinfo=dt.UTC).timestamp()
+        except (TypeError, ValueError):
+            continue
+    return None
 
 
 def may_take(
@@ -212,6 +233,8 @@ class LeaderElector:
         self._reported_holder = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
+        self.last_takeover: Takeover | None = None
+        """Set when this process takes the lease, before `on_started` runs."""
         self.transitions_seen = 0
 
     # ---- reading -------------------------------------------------------
@@ -282,6 +305,7 @@ class LeaderElector:
             if current is None:
                 record = next_record(None, self.identity, duration, stamp, url)
                 self._wrote(record, self.lock.create(record), start)
+                self.last_takeover = Takeover("created")
                 return True
             seen, seen_version = current
             now = self.clock()
@@ -295,6 +319,14 @@ class LeaderElector:
                 return False
             record = next_record(seen, self.identity, duration, stamp, url)
             self._wrote(record, self.lock.update(record, seen_version), start)
+            if not leading:
+                if not seen.holder:
+                    how = "released"
+                elif seen.holder == self.identity:
+                    how = "resumed"  # our own name from before a restart: it may just have decided
+                else:
+                    how = "expired"
+                self.last_takeover = Takeover(how, seen)
             return True
         except Exception as err:
             if getattr(err, "is_conflict", False):

@@ -6,7 +6,13 @@ import threading
 
 import pytest
 
-from webhook.reconciler.authority import AuthoritySettings, DecisionAuthority, Route
+from webhook.reconciler.authority import (
+    AuthoritySettings,
+    DecisionAuthority,
+    Route,
+    settle_wait,
+)
+from webhook.reconciler.election import LeaseRecord, Takeover
 
 
 class Clock:
@@ -28,6 +34,7 @@ class Clock:
 class Elector:
     def __init__(self, leader: bool = False, url: str = "", holder: str = "") -> None:
         self.leader, self.url, self.holder_name = leader, url, holder
+        self.last_takeover: Takeover | None = None
 
     def is_leader(self) -> bool:
         return self.leader
@@ -122,3 +129,37 @@ def test_losing_the_lease_stops_decisions_at_once_and_a_new_term_waits_again() -
 def test_a_review_is_never_forwarded_to_this_replica_itself() -> None:
     auth = authority(Elector(url="https://me:8443", holder="me"), Clock(), ["1"])
     assert auth.route()[0] is Route.HAND_OFF
+
+
+RELEASED = Takeover("released", LeaseRecord("", 1, "", "", 3))
+EXPIRED = Takeover("expired", LeaseRecord("old", 15, "", "", 3))
+
+
+@pytest.mark.parametrize(
+    ("takeover", "margin", "released_ago", "wait"),
+    [
+        (None, 5.0, None, 3.0),  # how it happened is unknown: the whole timeout and grace
+        (Takeover("created"), 0.0, None, 0.0),  # nobody ever decided on this Lease
+        (RELEASED, 0.0, 0.5, 2.5),  # released half a second ago
+        (RELEASED, 0.0, 9.0, 0.0),  # released long ago
+        (RELEASED, 0.0, None, 3.0),  # no readable release time
+        (EXPIRED, 5.0, None, 0.0),  # 15 s lease, 10 s renew deadline: 5 s covers it
+        (EXPIRED, 1.0, None, 2.0),  # 4 s / 3 s: one second of the three was covered
+        (Takeover("resumed", LeaseRecord("me", 15, "", "", 3)), 5.0, None, 3.0),  # a restart
+    ],
+)
+def test_a_new_leader_waits_only_what_its_takeover_does_not_cover(
+    takeover: Takeover | None, margin: float, released_ago: float | None, wait: float
+) -> None:
+    assert settle_wait(
+        takeover, webhook_timeout=2.0, grace=1.0, lease_margin=margin,
+        released_seconds_ago=released_ago,
+    ) == pytest.approx(wait)  # fmt: skip
+
+
+def test_a_leader_that_created_the_lease_decides_after_the_barrier_alone() -> None:
+    clock, elector = Clock(), Elector()
+    elector.last_takeover = Takeover("created")
+    auth = authority(elector, clock, ["150"], current="100")
+    take_lead(auth, elector)
+    assert auth.fresh_after is not None and auth.fresh_after < SETTINGS.grace

@@ -202,3 +202,32 @@ def test_settings_follow_client_go_validation() -> None:
     with pytest.raises(ValueError, match=r"1\.2 x retry"):
         ElectionSettings(lease_duration=15.0, renew_deadline=2.0, retry_period=2.0)
     assert SETTINGS.act_margin == 5.0
+
+
+def test_each_leader_knows_how_it_took_the_lease_and_publishes_its_address() -> None:
+    store, clock = LeaseStore(), Clock()
+    a, b = candidate(store, clock, "a"), candidate(store, clock, "b")
+    a.advertise_url = "https://10.0.0.1:8443"
+    a.step()
+    assert a.last_takeover is not None and a.last_takeover.how == "created"
+    b.step()
+    assert b.leader_url() == "https://10.0.0.1:8443"  # a follower learns where to forward
+    clock.now += 15.0
+    b.step()
+    assert b.is_leader() and b.last_takeover is not None
+    assert (b.last_takeover.how, b.last_takeover.previous.holder) == ("expired", "a")
+    assert b.leader_url() == ""  # b publishes no address of its own here
+    assert b.release()
+    a2 = candidate(store, clock, "a")
+    a2.step()
+    assert a2.is_leader() and a2.last_takeover is not None
+    assert a2.last_takeover.how == "released"
+
+
+def test_a_restarted_process_that_finds_its_own_name_on_the_lease_is_not_told_it_waited() -> None:
+    store, clock = LeaseStore(), Clock()
+    candidate(store, clock, "a").step()
+    again = candidate(store, clock, "a")  # the same identity after a restart, at once
+    again.step()
+    assert again.is_leader() and again.last_takeover is not None
+    assert again.last_takeover.how == "resumed"
