@@ -8,7 +8,9 @@
 // Differences from kubemark's hollow node, and why:
 //   - cpu, memory and ephemeral-storage are flags (a fake cadvisor and a stub
 //     container manager that report them);
-//   - events go to the API server as a real kubelet's do (kubemark drops them);
+//   - events go to the API server as a real kubelet's do (kubemark drops them),
+//     where /dev/kmsg can be read (the kubelet's OOM watcher needs it; it also means
+//     an OOM kill anywhere on this machine is reported on every hollow node);
 //   - no kubelet HTTP server and no ports: nothing here calls it, and 100
 //     nodes on one machine would need 100 unique ports;
 //   - all state (root dir, pod logs, the fake runtime's socket) lives under
@@ -183,12 +185,25 @@ func main() {
 		&machine{Fake: cadvisortest.Fake{NodeName: s.name}, cores: s.cores, memory: uint64(memory.Value())},
 		runtime.ImageService, runtimeService,
 		&containers{ContainerManager: cm.NewStubContainerManagerWithDevicePluginResource(extended), storage: storage})
-	if s.events {
+	if s.events && kmsgReadable() {
 		// A nil recorder makes RunKubelet build the real one, sending to EventClient.
 		hollow.KubeletDeps.Recorder = nil
 		hollow.KubeletDeps.EventClient = events
 	}
 	hollow.Run(ctx)
+}
+
+// kmsgReadable: with a real event recorder the kubelet starts its OOM watcher, which
+// reads /dev/kmsg and fails the kubelet's start without it (an unprivileged container);
+// there the fake recorder (no events) is the only way to run.
+func kmsgReadable() bool {
+	f, err := os.Open("/dev/kmsg")
+	if err != nil {
+		klog.Warningf("writing no events: the kubelet's OOM watcher needs /dev/kmsg (%v)", err)
+		return false
+	}
+	_ = f.Close()
+	return true
 }
 
 // clients are the kubelet's three API clients, configured as the kubelet configures them:
