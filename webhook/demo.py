@@ -12,7 +12,6 @@ fit nowhere at admission, and stops everything it started.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import tempfile
 import threading
@@ -34,6 +33,7 @@ from webhook.policy.model import PodView
 
 NAMESPACE = "demo"
 RUNNING_TIMEOUT = 30.0
+WATCH_SECONDS = 2
 NODES = [
     # name, cpu, memory, zone, taint
     ("small-a", "2", "4Gi", "zone-a", None),
@@ -114,18 +114,28 @@ class Progress:
         self._thread.start()
 
     def _watch(self, path: str, version: str) -> None:
-        with contextlib.suppress(Exception):  # the demo's display only; it ends with the cluster
-            for event in self.kube.watch(path, resource_version=version, timeout_seconds=120):
-                if self._stop.is_set():
+        """Short watches, resumed, so that `stop` ends the last one within WATCH_SECONDS (an
+        open watch would hold up the API server's shutdown)."""
+        while not self._stop.is_set():
+            try:
+                for event in self.kube.watch(
+                    path, resource_version=version, timeout_seconds=WATCH_SECONDS
+                ):
+                    pod = event.get("object") or {}
+                    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+                    version = str(meta.get("resourceVersion") or version)
+                    self._note(str(meta.get("name")), status)
+            except Exception:  # the demo's display only: resume, or end with the cluster
+                if self._stop.wait(0.2):
                     return
-                pod = event.get("object") or {}
-                name, status = (pod.get("metadata") or {}).get("name"), pod.get("status") or {}
-                with self._changed:
-                    if status.get("phase") == "Running":
-                        self.running.setdefault(str(name), time.monotonic())
-                    elif status.get("phase") == "Failed":
-                        self.failed[str(name)] = str(status.get("reason") or "Failed")
-                    self._changed.notify_all()
+
+    def _note(self, name: str, status: dict[str, Any]) -> None:
+        with self._changed:
+            if status.get("phase") == "Running":
+                self.running.setdefault(name, time.monotonic())
+            elif status.get("phase") == "Failed":
+                self.failed[name] = str(status.get("reason") or "Failed")
+            self._changed.notify_all()
 
     def wait(self, names: list[str], timeout: float = RUNNING_TIMEOUT) -> None:
         """Until each pod runs or failed, or `timeout` passes."""
@@ -136,6 +146,7 @@ class Progress:
 
     def stop(self) -> None:
         self._stop.set()
+        self._thread.join(WATCH_SECONDS + 5)
         self.kube.close()
 
     def state(self, name: str) -> str:
