@@ -1,8 +1,9 @@
 """Hollow kubelets in the loop: what the webhook places runs, and the kubelet checks the rest.
 
 Its own control plane (module scope) with kube-controller-manager
-(ReplicaSets, garbage collection), the webhook in nodeName mode (pods that fit
-nowhere are handed to the reconciler) and, per test, hollow kubelets: real
+(ReplicaSets, garbage collection), one webhook replica in nodeName mode that
+holds the decision Lease (so it also binds what fit nowhere at admission and
+detects conflicts, in evict mode) and, per test, hollow kubelets: real
 kubelet processes over a fake runtime, each with its own node identity under
 Node,RBAC authorization and NodeRestriction. In nodeName mode the kubelet is
 the only component that checks a placement after us; these tests let it.
@@ -27,7 +28,6 @@ from webhook.conflicts.model import SELECTED_NODE_ANNOTATION
 from webhook.devcluster import DevCluster, DevClusterError, KubeletSpec
 from webhook.devcluster.kubelets import component_name
 from webhook.devcluster.objects import ensure_namespace, pod_manifest
-from webhook.devcluster.reconciler import ReconcilerProcess, start_reconciler
 from webhook.devcluster.webhook import (
     WebhookProcess,
     register_webhook,
@@ -40,6 +40,7 @@ from webhook.kube import ApiError, Kube
 pytestmark = pytest.mark.e2e
 
 LEASE_NAMESPACE = "placement-webhook"
+EVICTIONS = "placement_webhook_conflict_evictions_total"
 EVICT_POLICY = """\
 apiVersion: placement-webhook.io/v1alpha1
 kind: PlacementPolicy
@@ -66,8 +67,15 @@ def kube(cluster: DevCluster) -> Iterator[Kube]:
 
 
 @pytest.fixture(scope="module")
-def webhook(cluster: DevCluster, kube: Kube) -> Iterator[WebhookProcess]:
-    hook = start_webhook(cluster, extra_args=["--handoff-unschedulable"])
+def webhook(
+    cluster: DevCluster, kube: Kube, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebhookProcess]:
+    """The deciding replica, evict mode: it evicts only overcommit culprits it placed and a
+    controller recreates, which only the evict test makes."""
+    policy = tmp_path_factory.mktemp("policy") / "evict.yaml"
+    policy.write_text(EVICT_POLICY)
+    hook = start_webhook(cluster, policy=policy, extra_args=["--conflict-interval", "0.5"])
+    wait_for(hook.deciding, timeout=30, message="the webhook to decide")
     register_webhook(kube, hook)
     ensure_namespace(kube, "probe", {ENABLED_LABEL: "true"})
     wait_until_effective(kube, "probe")
@@ -91,14 +99,6 @@ def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
     yield name
     kube.request("DELETE", f"/apis/apps/v1/namespaces/{name}/replicasets")
     kube.request("DELETE", f"/api/v1/namespaces/{name}/pods", params={"gracePeriodSeconds": 0})
-
-
-@pytest.fixture
-def reconciler(cluster: DevCluster) -> Iterator[ReconcilerProcess]:
-    rec = start_reconciler(cluster, f"kubelets-{next(_names)}")
-    wait_for(rec.leads, timeout=15, message="the reconciler to take the lease")
-    yield rec
-    rec.stop()
 
 
 # ------------------------------------------------------------------ helpers
@@ -158,8 +158,18 @@ def process_runs(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def conflicts_on(rec: ReconcilerProcess, node: str) -> list[dict[str, Any]]:
-    return [c for c in rec.get("/debug/conflicts")[1]["conflicts"] if c["node"] == node]
+def conflicts_on(hook: WebhookProcess, node: str) -> list[dict[str, Any]]:
+    return [c for c in hook.get("/debug/conflicts")[1]["conflicts"] if c["node"] == node]
+
+
+def metric(hook: WebhookProcess, name: str, **labels: str) -> float:
+    wanted = name + (
+        "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
+    )
+    for line in hook.metrics().splitlines():
+        if line.startswith(wanted + " "):
+            return float(line.split()[-1])
+    return 0.0
 
 
 # ------------------------------------------------------------------ tests
@@ -240,7 +250,7 @@ def test_a_kubelet_may_touch_only_its_own_node_and_the_pods_bound_to_it(
 
 
 def test_a_pod_bound_beyond_capacity_by_another_placer_is_rejected_and_reported_as_its_culprit(
-    kube: Kube, namespace: str, kubelets: Kubelets, reconciler: ReconcilerProcess
+    kube: Kube, namespace: str, kubelets: Kubelets, webhook: WebhookProcess
 ) -> None:
     node = kubelets.add(cpu="2", memory="4Gi")
     pods = f"/api/v1/namespaces/{namespace}/pods"
@@ -257,7 +267,7 @@ def test_a_pod_bound_beyond_capacity_by_another_placer_is_rejected_and_reported_
     seen: set[tuple[str, str, str]] = set()  # (kind, culprit, placed by), over the whole wait
 
     def rejected_and_reported() -> bool:
-        for conflict in conflicts_on(reconciler, node):
+        for conflict in conflicts_on(webhook, node):
             seen.update((conflict["kind"], p["name"], p["placedBy"]) for p in conflict["culprits"])
         failed = {
             n for n, p in pods_in(kube, other_ns).items() if phase(p) == ("Failed", "OutOfcpu")
@@ -268,7 +278,7 @@ def test_a_pod_bound_beyond_capacity_by_another_placer_is_rejected_and_reported_
 
     try:
         wait_for(rejected_and_reported, timeout=45, message="kubelet rejections and their reports")
-        reports = {p["name"]: c for c in conflicts_on(reconciler, node) for p in c["culprits"]}
+        reports = {p["name"]: c for c in conflicts_on(webhook, node) for p in c["culprits"]}
         assert {c["details"]["reason"] for c in reports.values()} == {"OutOfcpu"}
         assert {c["kind"] for c in reports.values()} == {"KubeletRejected"}
         # The pod the kubelet admitted is never named, not even while the node looked
@@ -290,82 +300,72 @@ def test_a_pod_bound_beyond_capacity_by_another_placer_is_rejected_and_reported_
 
 
 def test_evict_mode_moves_our_newest_pods_off_a_kubelet_that_came_back_smaller(
-    cluster: DevCluster, kube: Kube, namespace: str, kubelets: Kubelets, tmp_path: Path
+    kube: Kube, namespace: str, kubelets: Kubelets, webhook: WebhookProcess
 ) -> None:
     node = kubelets.add(cpu="4", memory="8Gi")
-    policy = tmp_path / "evict.yaml"
-    policy.write_text(EVICT_POLICY)
-    rec = start_reconciler(cluster, f"evict-{next(_names)}", policy=policy)
-    try:
-        wait_for(rec.leads, timeout=15, message="the reconciler to lead")
-        rs = f"/apis/apps/v1/namespaces/{namespace}/replicasets"
-        template = pod_manifest(cpu="1", memory="64Mi", labels={"app": "web"})
-        template["spec"]["terminationGracePeriodSeconds"] = 5
-        kube.create(rs, {
-            "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
-            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
-                     "template": {"metadata": template["metadata"], "spec": template["spec"]}},
-        })  # fmt: skip
-        order: list[str] = []  # uids, oldest first, one creation second apart
-        for replicas in range(1, 5):
-            time.sleep(1.1)
-            kube.patch_merge(f"{rs}/web", {"spec": {"replicas": replicas}})
+    evicted_before = metric(webhook, EVICTIONS, result="evicted")
+    rs = f"/apis/apps/v1/namespaces/{namespace}/replicasets"
+    template = pod_manifest(cpu="1", memory="64Mi", labels={"app": "web"})
+    template["spec"]["terminationGracePeriodSeconds"] = 5
+    kube.create(rs, {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": template["metadata"], "spec": template["spec"]}},
+    })  # fmt: skip
+    order: list[str] = []  # uids, oldest first, one creation second apart
+    for replicas in range(1, 5):
+        time.sleep(1.1)
+        kube.patch_merge(f"{rs}/web", {"spec": {"replicas": replicas}})
 
-            def next_running() -> str | None:
-                for pod in pods_in(kube, namespace).values():
-                    uid = pod["metadata"]["uid"]
-                    if uid not in order and phase(pod)[0] == "Running":
-                        return str(uid)
-                return None
+        def next_running() -> str | None:
+            for pod in pods_in(kube, namespace).values():
+                uid = pod["metadata"]["uid"]
+                if uid not in order and phase(pod)[0] == "Running":
+                    return str(uid)
+            return None
 
-            order.append(wait_for(next_running, timeout=30, message=f"replica {replicas} Running"))
-        spare = kubelets.add(cpu="4", memory="8Gi")
-        kubelets.restart(node, cpu="2", memory="8Gi")  # the node is half its size now
-        wait_for(lambda: kube.get(f"/api/v1/nodes/{node}")["status"]["allocatable"]["cpu"] == "2",
-                 timeout=30, message="the restarted kubelet to report 2 cpu")  # fmt: skip
+        order.append(wait_for(next_running, timeout=30, message=f"replica {replicas} Running"))
+    spare = kubelets.add(cpu="4", memory="8Gi")
+    kubelets.restart(node, cpu="2", memory="8Gi")  # the node is half its size now
+    wait_for(lambda: kube.get(f"/api/v1/nodes/{node}")["status"]["allocatable"]["cpu"] == "2",
+             timeout=30, message="the restarted kubelet to report 2 cpu")  # fmt: skip
 
-        def settled() -> dict[str, dict[str, Any]] | None:
-            pods = {p["metadata"]["uid"]: p for p in pods_in(kube, namespace).values()}
-            active = [p for p in pods.values() if not p["metadata"].get("deletionTimestamp")
-                      and phase(p)[0] not in ("Failed", "Succeeded")]  # fmt: skip
-            running = [p for p in active if phase(p)[0] == "Running"]
-            moved = all(p["metadata"]["uid"] not in order[2:] for p in running)
-            return (
-                pods if moved and len(active) == len(running) == 4 and not reported(rec) else None
-            )
+    def settled() -> dict[str, dict[str, Any]] | None:
+        pods = {p["metadata"]["uid"]: p for p in pods_in(kube, namespace).values()}
+        active = [p for p in pods.values() if not p["metadata"].get("deletionTimestamp")
+                  and phase(p)[0] not in ("Failed", "Succeeded")]  # fmt: skip
+        running = [p for p in active if phase(p)[0] == "Running"]
+        moved = all(p["metadata"]["uid"] not in order[2:] for p in running)
+        return pods if moved and len(active) == len(running) == 4 and not reported() else None
 
-        def reported(rec: ReconcilerProcess) -> list[Any]:
-            return [
-                c for c in rec.get("/debug/conflicts")[1]["conflicts"] if c["kind"] == "Overcommit"
-            ]
-
-        pods = wait_for(settled, timeout=60, message="4 replicas Running and no overcommit")
-        old, new = order[:2], order[2:]
-        for uid in old:  # admitted first by the new kubelet too: never touched
-            assert uid in pods and phase(pods[uid])[0] == "Running"
-            assert pods[uid]["spec"]["nodeName"] == node
-        replacements = [
-            p for uid, p in pods.items() if uid not in order and phase(p)[0] == "Running"
+    def reported() -> list[Any]:
+        return [
+            c for c in webhook.get("/debug/conflicts")[1]["conflicts"] if c["kind"] == "Overcommit"
         ]
-        assert len(replacements) == 2
-        assert {p["spec"]["nodeName"] for p in replacements} == {spare}
-        evicted_notes = [
-            e for e in kube.get(f"/api/v1/namespaces/{namespace}/events")["items"]
-            if e["reason"] == "PlacementConflict" and e.get("action") == "Evict"
-        ]  # fmt: skip
-        assert {e["involvedObject"]["uid"] for e in evicted_notes} <= set(new)
-        for uid in new:  # the kubelet rejected it, evict mode evicted it, or both
-            gone = uid not in pods or pods[uid]["metadata"].get("deletionTimestamp")
-            assert gone or phase(pods[uid]) == ("Failed", "OutOfcpu")
-        evictions = rec.metric("placement_webhook_conflict_evictions_total", result="evicted")
-        print(f"\nevicted {len(evicted_notes)} of the 2 newest ({evictions:.0f} evictions); "
-              f"replacements on {spare}")  # fmt: skip
-    finally:
-        rec.stop()
+
+    pods = wait_for(settled, timeout=60, message="4 replicas Running and no overcommit")
+    old, new = order[:2], order[2:]
+    for uid in old:  # admitted first by the new kubelet too: never touched
+        assert uid in pods and phase(pods[uid])[0] == "Running"
+        assert pods[uid]["spec"]["nodeName"] == node
+    replacements = [p for uid, p in pods.items() if uid not in order and phase(p)[0] == "Running"]
+    assert len(replacements) == 2
+    assert {p["spec"]["nodeName"] for p in replacements} == {spare}
+    evicted_notes = [
+        e for e in kube.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+        if e["reason"] == "PlacementConflict" and e.get("action") == "Evict"
+    ]  # fmt: skip
+    assert {e["involvedObject"]["uid"] for e in evicted_notes} <= set(new)
+    for uid in new:  # the kubelet rejected it, evict mode evicted it, or both
+        gone = uid not in pods or pods[uid]["metadata"].get("deletionTimestamp")
+        assert gone or phase(pods[uid]) == ("Failed", "OutOfcpu")
+    evictions = metric(webhook, EVICTIONS, result="evicted") - evicted_before
+    print(f"\nevicted {len(evicted_notes)} of the 2 newest ({evictions:.0f} evictions); "
+          f"replacements on {spare}")  # fmt: skip
 
 
 def test_a_pod_waiting_for_room_is_bound_once_a_running_pod_has_terminated_and_runs(
-    kube: Kube, namespace: str, kubelets: Kubelets, reconciler: ReconcilerProcess
+    kube: Kube, namespace: str, kubelets: Kubelets
 ) -> None:
     node = kubelets.add(cpu="2", memory="4Gi")
     pods = f"/api/v1/namespaces/{namespace}/pods"
@@ -373,7 +373,7 @@ def test_a_pod_waiting_for_room_is_bound_once_a_running_pod_has_terminated_and_r
     until_running(kube, namespace, ["hog"])
     waiting = kube.create(pods, pod_manifest("waiting", cpu="2"))
     assert not waiting["spec"].get("nodeName")
-    assert waiting["spec"]["schedulerName"] == SCHEDULER_NAME  # handed to the reconciler
+    assert waiting["spec"]["schedulerName"] == SCHEDULER_NAME  # handed to the fallback binder
     time.sleep(1)
     assert not pods_in(kube, namespace)["waiting"]["spec"].get("nodeName")
     kube.delete(f"{pods}/hog")  # the default grace period: the kubelet stops it and deletes it
@@ -390,7 +390,7 @@ def test_a_pod_waiting_for_room_is_bound_once_a_running_pod_has_terminated_and_r
     "rejected OutOfcpu; kube-scheduler keeps terminating pods until they are deleted",
 )
 def test_no_pod_is_placed_onto_room_a_terminating_pod_still_holds(
-    kube: Kube, namespace: str, kubelets: Kubelets, reconciler: ReconcilerProcess
+    kube: Kube, namespace: str, kubelets: Kubelets
 ) -> None:
     kubelets.add(cpu="2", memory="4Gi")
     pods = f"/api/v1/namespaces/{namespace}/pods"
