@@ -143,8 +143,9 @@ def until_running(
             if name in names and name not in seen and phase(pod)[0] == "Running":
                 seen[name] = now
         if now > deadline:
-            missing = sorted(set(names) - set(seen))
-            pytest.fail(f"not Running after {timeout:.0f}s: {missing}")
+            pods = pods_in(kube, namespace)
+            missing = {n: (pods.get(n) or {}).get("status") for n in sorted(set(names) - set(seen))}
+            pytest.fail(f"not Running after {timeout:.0f}s (their status): {missing}")
         time.sleep(0.05)
     return seen
 
