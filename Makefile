@@ -48,8 +48,9 @@ bench: $(STAMP) control-plane
 	$(PY) benchmarks/bench_abuse.py
 
 ## Comparison experiments (issue 7): ceiling, kube-scheduler, webhook (nodeName, nodeAffinity),
-## scheduler extender, webhook outage; each arm on its own local control plane. A few minutes.
-COMPARE_SUITE ?= parity burst-100 outage-100
+## scheduler extender, webhook outage, and burst-100 again on 100 hollow kubelets; each arm on
+## its own local control plane. A few minutes.
+COMPARE_SUITE ?= parity burst-100 outage-100 kubelets-100
 compare: $(STAMP) control-plane
 	$(PY) -m experiments run $(COMPARE_SUITE) --out build/compare
 	@echo "report: build/compare/report.md"
