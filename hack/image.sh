@@ -36,13 +36,13 @@ need() {
 
 say() { echo ">> $*" >&2; }
 
-# The base: the host's Debian release, only what `python3 -m venv` and the webhook need.
-# Docs, man pages and translations are left out; apt and perl are not installed (the
-# "essential" variant with merged /usr), so the base is about 110 MB.
+# The base: the host's Debian release, only what `python3 -m venv` and the webhook need
+# (libstdc++ for numpy's compiled core). Docs, man pages and translations are left out;
+# apt and perl are not installed (the "essential" variant with merged /usr).
 suite=$(. /etc/os-release && echo "${VERSION_CODENAME:?}")
 base_recipe=(
   --variant=essential
-  --include=python3,python3-venv
+  --include=python3,python3-venv,libstdc++6
   --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
   --aptopt='APT::Install-Recommends "false"'
   --dpkgopt='path-exclude=/usr/share/man/*'
@@ -83,6 +83,9 @@ ensure_base() {
     --cmd '["python3"]' --label "org.opencontainers.image.base.name=debian:$suite" "$ctr"
   buildah commit --quiet --rm "$ctr" "$base_image" >/dev/null
   rm -rf "$rootfs"
+  # Bases of an older recipe are stale now.
+  buildah images --format '{{.Name}}:{{.Tag}}' | grep '^localhost/placement-webhook-base:' |
+    grep -vxF "$base_image" | xargs -r -n1 buildah rmi >/dev/null 2>&1 || true
   say "   base made in $(( $(date +%s) - t0 ))s"
 }
 
@@ -116,13 +119,21 @@ build_webhook() {
     ca=(--volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro)
   buildah build --quiet --isolation chroot --pull-never "${ca[@]}" \
     --build-arg PYTHON_IMAGE="$base_image" --tag "$tag" --file "$repo/Dockerfile" "$repo" >/dev/null
+  # A smoke test: every compiled dependency loads on this base, and the commands start.
+  local ctr
+  ctr=$(buildah from --pull-never "$tag")
+  buildah run --isolation chroot "$ctr" -- python3 -c \
+    'import numpy, orjson, cryptography.x509, kubernetes, gunicorn, webhook.cli, certs.incluster' ||
+    { buildah rm "$ctr" >/dev/null; echo "image.sh: the image cannot import its own code" >&2; exit 1; }
+  buildah run --isolation chroot "$ctr" -- placement-webhook --help >/dev/null
+  buildah rm "$ctr" >/dev/null
   buildah push --quiet "$tag" "docker-archive:$archive.partial:$tag" >/dev/null
   mv "$archive.partial" "$archive"
   # Older builds of this version: their archives and untagged images are stale now.
   find "$cache" -maxdepth 1 -name "placement-webhook-$version-*.tar" ! -path "$archive" -delete
   buildah rmi --prune >/dev/null 2>&1 || true
-  say "   built in $(( $(date +%s) - t0 ))s: $(du -m "$archive" | cut -f1) MB archive," \
-    "$(buildah inspect --type image --format '{{.Size}}' "$tag" 2>/dev/null | awk '{printf "%d", $1/1e6}') MB image"
+  say "   built in $(( $(date +%s) - t0 ))s: image $(buildah images --format '{{.Size}}' "$tag")," \
+    "archive $(du -m "$archive" | cut -f1) MB"
   echo "$archive"
 }
 
