@@ -30,12 +30,16 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 import certs
+
+if TYPE_CHECKING:
+    from webhook.devcluster.realnode import NodeNetwork
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN_DIR_ENV = "PLACEMENT_WEBHOOK_BIN_DIR"
@@ -102,6 +106,9 @@ class DevCluster:
     bin_dir: Path
     apiserver_port: int = 0
     components: dict[str, Component] = field(default_factory=dict)
+    #: Set for a cluster with a real node: every component runs in that network
+    #: namespace, and `server` is a forwarder to the API server inside it.
+    network: NodeNetwork | None = None
 
     # ---- paths ---------------------------------------------------------
     @property
@@ -115,6 +122,11 @@ class DevCluster:
     @property
     def server(self) -> str:
         return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def inner_server(self) -> str:
+        """The API server as the cluster's own processes reach it."""
+        return self.network.inner_server if self.network else self.server
 
     def log_path(self, name: str) -> Path:
         return self.workdir / "logs" / f"{name}.log"
@@ -144,6 +156,7 @@ class DevCluster:
         bin_dir: Path | None = None,
         progress: Callable[[str], None] | None = None,
         timeout: float = 90.0,
+        network: NodeNetwork | None = None,
     ) -> DevCluster:
         """Start etcd and kube-apiserver (and the optional components) and wait until ready."""
         say = progress or (lambda _msg: None)
@@ -151,7 +164,7 @@ class DevCluster:
         if folder.exists():
             shutil.rmtree(folder)
         (folder / "logs").mkdir(parents=True)
-        cluster = cls(workdir=folder, bin_dir=bin_dir or locate_binaries())
+        cluster = cls(workdir=folder, bin_dir=bin_dir or locate_binaries(), network=network)
         try:
             cluster._write_pki()
             say("starting etcd")
@@ -236,9 +249,10 @@ class DevCluster:
     # ---- processes -----------------------------------------------------
     def _spawn(self, name: str, args: list[str], own: bool, binary: str | None = None) -> None:
         log = self.log_path(name)
+        argv = [str(self.bin_dir / (binary or name)), *args]
         with open(log, "ab") as out:
             process = subprocess.Popen(
-                [str(self.bin_dir / (binary or name)), *args],
+                self.network.command(argv) if self.network else argv,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -283,40 +297,42 @@ class DevCluster:
     def _start_apiserver(self, own: bool) -> None:
         self.apiserver_port = free_port()
         pki = self.pki
-        self._spawn(
-            "kube-apiserver",
-            [
-                f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                "--endpoint-reconciler-type=none",  # loopback cannot back the kubernetes Service
-                f"--secure-port={self.apiserver_port}",
-                f"--tls-cert-file={pki / 'apiserver.crt'}",
-                f"--tls-private-key-file={pki / 'apiserver.key'}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                "--api-audiences=https://kubernetes.default.svc.cluster.local",
-                "--service-cluster-ip-range=10.96.0.0/16",
-                "--authorization-mode=RBAC",
-                "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
-                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-                "--allow-privileged=true",
-                "--profiling=false",
-                "--enable-priority-and-fairness=false",
-                "--max-requests-inflight=2000",
-                "--max-mutating-requests-inflight=1000",
-                "--event-ttl=1h",
-            ],
-            own,
-        )
+        args = [
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",  # loopback cannot back the kubernetes Service
+            f"--secure-port={self.apiserver_port}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--api-audiences=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=RBAC",
+            "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=2000",
+            "--max-mutating-requests-inflight=1000",
+            "--event-ttl=1h",
+        ]
+        if self.network is not None:
+            args = self.network.apiserver_args(args, pki)
+            self.network.expose(self.apiserver_port)
+        self._spawn("kube-apiserver", args, own)
 
     def _client_kubeconfig(self, name: str, user: str, groups: tuple[str, ...]) -> Path:
         ca = certs.load_authority(self.pki)
         pair = certs.issue_client_certificate(ca, user, groups)
         path = self.workdir / f"{name}.kubeconfig"
-        write_kubeconfig(path, self.server, ca.cert_pem, pair.cert_pem, pair.key_pem, user=user)
+        write_kubeconfig(
+            path, self.inner_server, ca.cert_pem, pair.cert_pem, pair.key_pem, user=user
+        )
         return path
 
     def start_scheduler(
