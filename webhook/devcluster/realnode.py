@@ -377,6 +377,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             for knob in ("cpuset.cpus", "cpuset.mems"):  # a new cpuset starts empty
                 if (hierarchy / knob).exists():
                     (folder / knob).write_text((hierarchy / knob).read_text())
+            # The weight of a machine with this many CPUs busy (what the kubelet gives
+            # kubepods, its allocatable millicores), not of one process: on a shared
+            # machine the pods then compete as a node would, not as a single task.
+            if (folder / "cpu.shares").exists():
+                (folder / "cpu.shares").write_text(str(1024 * (os.cpu_count() or 1)))
 
     def _start_kubelet(self) -> None:
         pki = self.cluster.pki
