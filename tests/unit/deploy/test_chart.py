@@ -39,6 +39,7 @@ from tests.unit.deploy.manifests import (
     render_chart,
     render_dir,
 )
+from tests.unit.deploy.readme import block
 from webhook.policy.profile import load_policy
 
 HELM_ONLY_LABELS = ("app.kubernetes.io/managed-by", "helm.sh/chart")
@@ -164,6 +165,17 @@ def test_an_operators_overlay_and_the_same_helm_values_render_the_same_objects(
     kustomized = from_kustomize(render_dir(operator_overlay(tmp_path, affinity)))
 
     assert_same_objects(kustomized, from_helm(render_chart(values)))
+
+
+def test_the_namespace_the_readme_makes_for_helm_is_labelled_as_the_base_one() -> None:
+    """deploy/README.md's Helm install creates and labels the namespace by hand."""
+    base = find(render("self-managed"), "Namespace", NAMESPACE)["metadata"]["labels"]
+    made = re.search(r"kubectl label namespace \S+ (.+)", block("Install", "With Helm"))
+    assert made is not None
+    labels = dict(pair.split("=", 1) for pair in made.group(1).split())
+
+    pod_security = {k: v for k, v in base.items() if k.startswith("pod-security.kubernetes.io/")}
+    assert labels == pod_security
 
 
 # ------------------------------------------------------------------ what only the chart has
