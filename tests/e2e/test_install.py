@@ -35,7 +35,8 @@ from tests.unit.deploy.manifests import NAMESPACE, REPO
 from tests.unit.deploy.readme import block, blocks, operator_checkout, with_registry
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.devcluster import DevCluster
-from webhook.devcluster.realnode import NODE_IP, SYSTEM_PATH, RealNode, cluster_with_real_node
+from webhook.devcluster.netns import NODE_IP
+from webhook.devcluster.realnode import SYSTEM_PATH, RealNode, cluster_with_real_node
 from webhook.kube import ApiError, Kube
 
 pytestmark = pytest.mark.e2e

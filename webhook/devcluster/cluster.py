@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 import certs
 
 if TYPE_CHECKING:
-    from webhook.devcluster.realnode import NodeNetwork
+    from webhook.devcluster.netns import NodeNetwork
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN_DIR_ENV = "PLACEMENT_WEBHOOK_BIN_DIR"

@@ -1,11 +1,21 @@
-"""A network namespace of our own, standing for a cluster's network, and a door into it.
+"""The cluster's network: a namespace of our own, with a door into it from the host.
 
-The install test runs a control plane and a real node (containerd, runc,
-pods on a CNI bridge) whose pods must reach the API server and be reached by
-it. All of that lives in one network namespace made for the run: it has a
-loopback device and a bridge, and no other link, so whatever its processes
-send stays inside it (and the machine). The host reaches the API server
-through a `Forwarder` on 127.0.0.1; nothing else crosses.
+The install test runs a control plane and a real node (realnode.py) whose
+pods must reach the API server and be reached by it. All of it lives in one
+network namespace made for the run, with a loopback device and a bridge and
+no other link, so whatever its processes send stays inside it (and the
+machine). Inside:
+- the bridge `cni0` has the node's address (the kubelet's InternalIP and the
+  pods' gateway); pods get addresses of `POD_SUBNET` from host-local IPAM;
+- the API server listens on port 443 of every address there, and the
+  `kubernetes` Service's ClusterIP is an address of the namespace itself, so
+  pods reach the API server at that ClusterIP without kube-proxy (as with
+  kube-proxy's IPVS mode, which puts ClusterIPs on a local device);
+- the API server reaches webhooks through their Service's endpoints
+  (--enable-aggregator-routing), the pods' own addresses, as it reaches
+  aggregated API servers; so no Service needs kube-proxy here.
+The host reaches the API server through a `Forwarder` on 127.0.0.1; nothing
+else crosses.
 
 Processes are started inside with `nsenter --net` (only the network
 namespace: `ip netns exec` would also remount /sys and hide the cgroup
@@ -21,12 +31,19 @@ import secrets
 import socket
 import subprocess
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import certs
 
 _CLONE_NEWNET = 0x40000000
 _RUN_NETNS = Path("/run/netns")
+POD_SUBNET = "10.244.0.0/24"
+NODE_IP = "10.244.0.1"  # the bridge's address: the node's InternalIP and the pods' gateway
+SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service: first address of the devcluster's range
+BRIDGE = "cni0"
+APISERVER_PORT = 443  # the `kubernetes` Service's port; pods dial SERVICE_IP:443
 
 
 class NetnsError(RuntimeError):
@@ -152,3 +169,85 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
         pass
     with contextlib.suppress(OSError):
         sink.shutdown(socket.SHUT_WR)
+
+
+def _with_flags(args: Sequence[str], flags: Mapping[str, str]) -> list[str]:
+    """`args` with each `--name=value` of `flags` replacing the one of that name."""
+    kept = [a for a in args if a.split("=", 1)[0] not in flags]
+    return [*kept, *(f"{name}={value}" for name, value in flags.items())]
+
+
+@dataclass
+class NodeNetwork:
+    """The namespace a control plane shares with a real node (see the module docstring)."""
+
+    netns: NetworkNamespace
+    forwarders: list[Forwarder] = field(default_factory=list)
+
+    @classmethod
+    def create(cls) -> NodeNetwork:
+        netns = NetworkNamespace.create("pw-node")
+        try:
+            netns.ip("addr", "add", f"{SERVICE_IP}/32", "dev", "lo")
+            netns.ip("link", "add", BRIDGE, "type", "bridge")
+            netns.ip("addr", "add", f"{NODE_IP}/{POD_SUBNET.split('/')[1]}", "dev", BRIDGE)
+            netns.ip("link", "set", BRIDGE, "up")
+        except BaseException:
+            netns.delete()
+            raise
+        return cls(netns)
+
+    # ---- what DevCluster asks ------------------------------------------
+    def command(self, argv: Sequence[str]) -> list[str]:
+        return self.netns.command(argv)
+
+    @property
+    def inner_server(self) -> str:
+        """The API server as processes inside the namespace reach it."""
+        return f"https://127.0.0.1:{APISERVER_PORT}"
+
+    def apiserver_args(self, args: Sequence[str], pki: Path) -> list[str]:
+        """The devcluster's API server flags, changed for a cluster with a real kubelet.
+
+        Node authorization and NodeRestriction (the kubelet's identity),
+        the ServiceAccount admission plugin (pods get their token volume),
+        a client certificate for calls to the kubelet (logs, exec,
+        port-forward), endpoint routing to webhooks, and every address of
+        the namespace on port 443.
+        """
+        ca = certs.load_authority(pki)
+        client = certs.issue_client_certificate(
+            ca, "kube-apiserver-kubelet-client", ["system:masters"]
+        )
+        certs.write_pem_atomically(pki / "kubelet-client.crt", client.cert_pem, 0o644)
+        certs.write_pem_atomically(pki / "kubelet-client.key", client.key_pem)
+        return _with_flags(
+            args,
+            {
+                "--bind-address": "0.0.0.0",
+                "--secure-port": str(APISERVER_PORT),
+                "--advertise-address": NODE_IP,
+                "--endpoint-reconciler-type": "lease",
+                "--authorization-mode": "Node,RBAC",
+                "--enable-admission-plugins": (
+                    "MutatingAdmissionWebhook,ValidatingAdmissionWebhook,NodeRestriction"
+                ),
+                "--disable-admission-plugins": "TaintNodesByCondition",
+                "--enable-aggregator-routing": "true",
+                "--kubelet-client-certificate": str(pki / "kubelet-client.crt"),
+                "--kubelet-client-key": str(pki / "kubelet-client.key"),
+                "--kubelet-preferred-address-types": "InternalIP",
+            },
+        )
+
+    def expose(self, host_port: int) -> Forwarder:
+        """Relay 127.0.0.1:`host_port` on the host to the API server inside."""
+        forwarder = Forwarder(self.netns, ("127.0.0.1", APISERVER_PORT), host_port)
+        self.forwarders.append(forwarder)
+        return forwarder
+
+    def delete(self) -> None:
+        for forwarder in self.forwarders:
+            forwarder.close()
+        self.forwarders.clear()
+        self.netns.delete()

@@ -2,28 +2,15 @@
 
 For the install test, which runs the project's own image from deploy/ and the
 Helm chart: pods pulled from nowhere (images are imported with `ctr`), run by
-runc with their memory limits enforced, on a CNI bridge.
-
-The network is one namespace made for the run (netns.py) holding the whole
-cluster: etcd, kube-apiserver, kube-scheduler, kube-controller-manager,
-containerd, the kubelet, and the pods' own namespaces on the bridge. Inside:
-- the bridge `cni0` has the node's address (the kubelet's InternalIP and the
-  pods' gateway); pods get addresses of `POD_SUBNET` from host-local IPAM;
-- the API server listens on port 443 of every address there, and the
-  `kubernetes` Service's ClusterIP is an address of the namespace itself, so
-  pods reach the API server at that ClusterIP without kube-proxy (as with
-  kube-proxy's IPVS mode, which puts ClusterIPs on a local device);
-- the API server reaches webhooks through their Service's endpoints
-  (--enable-aggregator-routing), the pods' own addresses, as it reaches
-  aggregated API servers; so no Service needs kube-proxy here.
-The host reaches the API server through a forwarder on 127.0.0.1. Nothing
-routes out of the namespace.
+runc with their memory limits enforced, on a CNI bridge in the cluster's
+network namespace (netns.py: the control plane runs there too, and nothing
+routes out of it).
 
 A kubelet is a machine-wide thing: its cgroups go under a root of their own
 (`/placement-webhook-<id>` in every cgroup v1 hierarchy), its files and
-containerd's under the work folder; `stop()` removes what the kubelet and
-containerd leave (containers, mounts, cgroups, log links) and `leftovers()`
-says if anything is still there.
+containerd's under the work folder; `stop()` drains the node and removes what
+the kubelet and containerd leave (containers, mounts, cgroups, network
+namespaces, log links), and `leftovers()` says if anything is still there.
 """
 
 from __future__ import annotations
@@ -35,28 +22,22 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-import certs
 from webhook.devcluster.cluster import (
     DevCluster,
     DevClusterError,
     _die_with_parent,
     write_kubeconfig,
 )
-from webhook.devcluster.netns import Forwarder, NetworkNamespace
+from webhook.devcluster.netns import BRIDGE, NODE_IP, POD_SUBNET, NetworkNamespace, NodeNetwork
 from webhook.kube import ApiError, Kube
 
-POD_SUBNET = "10.244.0.0/24"
-NODE_IP = "10.244.0.1"  # the bridge's address: the node's InternalIP and the pods' gateway
-SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service: first address of the devcluster's range
-BRIDGE = "cni0"
-APISERVER_PORT = 443  # the `kubernetes` Service's port; pods dial SERVICE_IP:443
 CNI_BIN_DIR = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CGROUP_V1 = Path("/sys/fs/cgroup")
@@ -84,88 +65,6 @@ def missing_requirements() -> list[str]:
     if os.geteuid() != 0:
         missing.append("root")
     return missing
-
-
-def _with_flags(args: Sequence[str], flags: Mapping[str, str]) -> list[str]:
-    """`args` with each `--name=value` of `flags` replacing the one of that name."""
-    kept = [a for a in args if a.split("=", 1)[0] not in flags]
-    return [*kept, *(f"{name}={value}" for name, value in flags.items())]
-
-
-@dataclass
-class NodeNetwork:
-    """The namespace a control plane shares with a real node (see the module docstring)."""
-
-    netns: NetworkNamespace
-    forwarders: list[Forwarder] = field(default_factory=list)
-
-    @classmethod
-    def create(cls) -> NodeNetwork:
-        netns = NetworkNamespace.create("pw-node")
-        try:
-            netns.ip("addr", "add", f"{SERVICE_IP}/32", "dev", "lo")
-            netns.ip("link", "add", BRIDGE, "type", "bridge")
-            netns.ip("addr", "add", f"{NODE_IP}/{POD_SUBNET.split('/')[1]}", "dev", BRIDGE)
-            netns.ip("link", "set", BRIDGE, "up")
-        except BaseException:
-            netns.delete()
-            raise
-        return cls(netns)
-
-    # ---- what DevCluster asks ------------------------------------------
-    def command(self, argv: Sequence[str]) -> list[str]:
-        return self.netns.command(argv)
-
-    @property
-    def inner_server(self) -> str:
-        """The API server as processes inside the namespace reach it."""
-        return f"https://127.0.0.1:{APISERVER_PORT}"
-
-    def apiserver_args(self, args: Sequence[str], pki: Path) -> list[str]:
-        """The devcluster's API server flags, changed for a cluster with a real kubelet.
-
-        Node authorization and NodeRestriction (the kubelet's identity),
-        the ServiceAccount admission plugin (pods get their token volume),
-        a client certificate for calls to the kubelet (logs, exec,
-        port-forward), endpoint routing to webhooks, and every address of
-        the namespace on port 443.
-        """
-        ca = certs.load_authority(pki)
-        client = certs.issue_client_certificate(
-            ca, "kube-apiserver-kubelet-client", ["system:masters"]
-        )
-        certs.write_pem_atomically(pki / "kubelet-client.crt", client.cert_pem, 0o644)
-        certs.write_pem_atomically(pki / "kubelet-client.key", client.key_pem)
-        return _with_flags(
-            args,
-            {
-                "--bind-address": "0.0.0.0",
-                "--secure-port": str(APISERVER_PORT),
-                "--advertise-address": NODE_IP,
-                "--endpoint-reconciler-type": "lease",
-                "--authorization-mode": "Node,RBAC",
-                "--enable-admission-plugins": (
-                    "MutatingAdmissionWebhook,ValidatingAdmissionWebhook,NodeRestriction"
-                ),
-                "--disable-admission-plugins": "TaintNodesByCondition",
-                "--enable-aggregator-routing": "true",
-                "--kubelet-client-certificate": str(pki / "kubelet-client.crt"),
-                "--kubelet-client-key": str(pki / "kubelet-client.key"),
-                "--kubelet-preferred-address-types": "InternalIP",
-            },
-        )
-
-    def expose(self, host_port: int) -> Forwarder:
-        """Relay 127.0.0.1:`host_port` on the host to the API server inside."""
-        forwarder = Forwarder(self.netns, ("127.0.0.1", APISERVER_PORT), host_port)
-        self.forwarders.append(forwarder)
-        return forwarder
-
-    def delete(self) -> None:
-        for forwarder in self.forwarders:
-            forwarder.close()
-        self.forwarders.clear()
-        self.netns.delete()
 
 
 @dataclass
