@@ -50,6 +50,11 @@ class NetnsError(RuntimeError):
     """The namespace could not be made or entered."""
 
 
+def _local_mac() -> str:
+    """A random locally administered unicast MAC address."""
+    return ":".join(f"{b:02x}" for b in (0x02, *secrets.token_bytes(5)))
+
+
 def _ip(*args: str) -> None:
     done = subprocess.run(["ip", *args], capture_output=True, text=True)
     if done.returncode != 0:
@@ -190,6 +195,10 @@ class NodeNetwork:
         try:
             netns.ip("addr", "add", f"{SERVICE_IP}/32", "dev", "lo")
             netns.ip("link", "add", BRIDGE, "type", "bridge")
+            # A bridge takes the lowest MAC of its ports unless one is set: each pod
+            # joining or leaving could change the gateway's MAC under the others'
+            # ARP caches, cutting every pod off for seconds (webhook calls time out).
+            netns.ip("link", "set", BRIDGE, "address", _local_mac())
             netns.ip("addr", "add", f"{NODE_IP}/{POD_SUBNET.split('/')[1]}", "dev", BRIDGE)
             netns.ip("link", "set", BRIDGE, "up")
         except BaseException:
