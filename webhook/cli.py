@@ -32,35 +32,98 @@ def _load_policy(path: str | None):  # type: ignore[no-untyped-def]
 def _serve(args: argparse.Namespace) -> int:
     from webhook import logs
     from webhook.admission.placement import PlacerSettings
-    from webhook.admission.server import ServeSettings, WebhookServer, build_app
-    from webhook.cluster.source import ClusterSource, LiveSource, SnapshotSource
+    from webhook.admission.server import ServeSettings, WebhookServer, build_snapshot_app
 
     logs.configure(args.log_format, args.log_level)
     policy = _load_policy(args.policy)
-    source: ClusterSource
-    events = None
-    if args.snapshot:
-        try:
-            source = SnapshotSource(args.snapshot)
-        except (OSError, ValueError) as err:
-            raise SystemExit(f"placement-webhook: cannot load snapshot: {err}") from None
-    else:
-        from webhook.kube import Kube
-
-        events = Kube(args.kubeconfig)
-        source = LiveSource(events, max_age_seconds=args.max_cache_age)
     settings = ServeSettings(
         bind=args.bind, certfile=args.tls_cert, keyfile=args.tls_key, threads=args.threads
     )
     placer_settings = PlacerSettings(
         own_namespace=args.namespace, handoff_unschedulable=args.handoff_unschedulable
     )
+    if args.snapshot:
+        from webhook.cluster.source import SnapshotSource
+
+        try:
+            source = SnapshotSource(args.snapshot)
+        except (OSError, ValueError) as err:
+            raise SystemExit(f"placement-webhook: cannot load snapshot: {err}") from None
+        try:
+            server = WebhookServer(
+                settings, lambda: build_snapshot_app(source, policy, placer_settings)
+            )
+        except (OSError, ValueError) as err:
+            raise SystemExit(f"placement-webhook: cannot load the TLS pair: {err}") from None
+        server.run()
+        return 0
+    return _serve_live(args, policy, settings, placer_settings)
+
+
+def _serve_live(args, policy, settings, placer_settings) -> int:  # type: ignore[no-untyped-def]
+    """A replica: the admission app on the decision core (Lease, binder, ledger)."""
+    from webhook.admission.forward import PeerSettings
+    from webhook.admission.server import WebhookServer
+    from webhook.kube import Kube
+    from webhook.reconciler.authority import AuthoritySettings
+    from webhook.reconciler.run import settings_from_args
+    from webhook.replica import Replica, build_replica
+
+    advertise = args.advertise_url or _default_advertise_url(args.bind)
+    core_settings = settings_from_args(
+        args,
+        advertise_url=advertise,
+        authority=AuthoritySettings(webhook_timeout=args.webhook_timeout),
+    )
+    peer_ca = args.peer_ca or _sibling(args.tls_cert, "ca.crt")
+    peers = PeerSettings(
+        identity=core_settings.identity,
+        certfile=args.tls_cert,
+        keyfile=args.tls_key,
+        ca_file=peer_ca,
+        peer_name=args.peer_name,
+        max_budget=args.forward_budget,
+    )
+    running: list[Replica] = []
+
+    def load():  # type: ignore[no-untyped-def]
+        replica = build_replica(
+            Kube(args.kubeconfig), policy, placer_settings, core_settings, peers,
+            threads=settings.threads,
+        )  # fmt: skip
+        running.append(replica)
+        return replica.app
+
+    def on_exit() -> None:
+        for replica in running:
+            replica.stop()
+
     try:
-        server = WebhookServer(settings, lambda: build_app(source, policy, placer_settings, events))
+        server = WebhookServer(settings, load, on_exit=on_exit)
     except (OSError, ValueError) as err:
         raise SystemExit(f"placement-webhook: cannot load the TLS pair: {err}") from None
     server.run()
     return 0
+
+
+def _default_advertise_url(bind: str) -> str:
+    """https://POD_IP:port in a pod (downward API), else the bound address."""
+    host, _, port = bind.rpartition(":")
+    pod_ip = os.environ.get("POD_IP") or os.environ.get("PLACEMENT_WEBHOOK_POD_IP")
+    if pod_ip:
+        host = pod_ip
+    elif host in ("", "0.0.0.0", "::", "[::]"):
+        import socket
+
+        host = socket.gethostname()
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"https://{host}:{port}"
+
+
+def _sibling(path: str, name: str) -> str | None:
+    candidate = Path(path).parent / name
+    return str(candidate) if candidate.exists() else None
 
 
 def _extender(args: argparse.Namespace) -> int:
@@ -177,9 +240,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-format", choices=["json", "text"], default=_env("log-format", "json"))
     serve.add_argument("--log-level", default=_env("log-level", "info"))
-    serve.set_defaults(func=_serve)
-
+    serve.add_argument(
+        "--advertise-url",
+        default=_env("advertise-url"),
+        help="where the other replicas reach this one when it leads "
+        "(default https://$POD_IP:PORT, or the --bind address)",
+    )
+    serve.add_argument(
+        "--peer-ca",
+        default=_env("peer-ca"),
+        help="CA of the replicas' serving certificates (default: ca.crt beside --tls-cert)",
+    )
+    serve.add_argument(
+        "--peer-name",
+        default=_env("peer-name"),
+        help="name the leader's certificate must carry (default: the host of its URL; in a "
+        "cluster, the Service name, e.g. placement-webhook.placement-webhook.svc)",
+    )
+    serve.add_argument(
+        "--forward-budget",
+        type=float,
+        default=float(_env("forward-budget", "1.0") or 1.0),
+        help="longest a follower waits for the leader before handing a pod off (seconds)",
+    )
+    serve.add_argument(
+        "--webhook-timeout",
+        type=float,
+        default=float(_env("webhook-timeout", "2") or 2),
+        help="the MutatingWebhookConfiguration's timeoutSeconds; a new leader waits this "
+        "(plus a grace) before deciding",
+    )
     from webhook.reconciler.options import add_arguments as reconcile_arguments
+
+    reconcile_arguments(serve, _env, serve=True)
+    serve.set_defaults(func=_serve)
 
     reconcile = sub.add_parser(
         "reconcile", help="bind pending pods (leader-elected) and detect placement conflicts"

@@ -141,3 +141,8 @@ def placement_conflict(
 ) -> EventSpec:
     """Warning on the pod that lost a placement conflict (action Report or Evict)."""
     return EventSpec(namespace, name, uid, "Warning", "PlacementConflict", note, action)
+
+
+def placement_repaired(namespace: str, name: str, uid: str, note: str) -> EventSpec:
+    """Warning on a pending pod we deleted so that its controller recreates it unpinned."""
+    return EventSpec(namespace, name, uid, "Warning", "PlacementRepaired", note, "Delete")

@@ -19,9 +19,11 @@ from webhook.admission.rules import ENABLED_LABEL
 from webhook.devcluster import DevCluster
 from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest
 from webhook.devcluster.webhook import (
+    DEPLOYED_REPLICAS,
     WebhookProcess,
+    WebhookSet,
     register_webhook,
-    start_webhook,
+    start_replicas,
     unregister_webhook,
     wait_until_effective,
 )
@@ -45,9 +47,10 @@ def kube(cluster: DevCluster) -> Iterator[Kube]:
 
 
 @pytest.fixture(scope="session")
-def webhook(cluster: DevCluster, kube: Kube) -> Iterator[WebhookProcess]:
-    """The webhook in nodeName mode with the default policy, registered for the run."""
-    hook = start_webhook(cluster)
+def webhook(cluster: DevCluster, kube: Kube) -> Iterator[WebhookSet]:
+    """The webhook as deployed (its replica count, behind a balancer), nodeName mode, the
+    default policy, registered for the run."""
+    hook = start_replicas(cluster, DEPLOYED_REPLICAS)
     register_webhook(kube, hook)
     ensure_namespace(kube, "probe", {ENABLED_LABEL: "true"})
     wait_until_effective(kube, "probe")
@@ -57,11 +60,21 @@ def webhook(cluster: DevCluster, kube: Kube) -> Iterator[WebhookProcess]:
 
 
 @pytest.fixture
-def namespace(kube: Kube, request: pytest.FixtureRequest) -> str:
-    """A fresh opted-in namespace per test."""
+def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh opted-in namespace per test; its pods are deleted afterwards.
+
+    The webhook's fallback binder runs for the whole session: a pod a test
+    leaves pending would otherwise be bound onto the next test's nodes.
+    """
     name = f"t{next(_counter)}-{request.node.name.replace('_', '-')[:40].strip('-').lower()}"
     ensure_namespace(kube, name, {ENABLED_LABEL: "true"})
-    return name
+    yield name
+    delete_pods(kube, name)
+
+
+def delete_pods(kube: Kube, namespace: str) -> None:
+    """Delete every pod of `namespace` at once (no kubelet confirms a graceful deletion)."""
+    kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", params={"gracePeriodSeconds": 0})
 
 
 def unique(prefix: str) -> str:
@@ -87,11 +100,15 @@ class Nodes:
     is the whole cluster the webhook decides against.
     """
 
-    def __init__(self, kube: Kube, hook: WebhookProcess | None):
+    def __init__(self, kube: Kube, hook: WebhookProcess | WebhookSet | None):
         self.kube, self.hook, self.names = kube, hook, []  # type: list[str]
 
     def _view_count(self) -> int:
-        return int(self.hook.get("/readyz")[1]["nodes"]) if self.hook else 0
+        """Nodes in the view of the replica that sees the fewest (every replica must see it)."""
+        if self.hook is None:
+            return 0
+        live = [r for r in self.hook.replicas if r.process.poll() is None]
+        return min(int(r.get("/readyz")[1]["nodes"]) for r in live) if live else 0
 
     def add(self, name: str | None = None, *, prefix: str = "node", **spec: object) -> str:
         name = name or unique(prefix)
@@ -110,11 +127,17 @@ class Nodes:
                 if not err.is_not_found:
                     raise
         if self.hook is not None:
-            wait_for(lambda: self._view_count() == 0, message="webhook view to drop test nodes")
+            wait_for(lambda: self._max_view_count() == 0, message="webhook view to drop test nodes")
+
+    def _max_view_count(self) -> int:
+        if self.hook is None:
+            return 0
+        live = [r for r in self.hook.replicas if r.process.poll() is None]
+        return max(int(r.get("/readyz")[1]["nodes"]) for r in live) if live else 0
 
 
 @pytest.fixture
-def nodes(kube: Kube, webhook: WebhookProcess) -> Iterator[Nodes]:
+def nodes(kube: Kube, webhook: WebhookSet) -> Iterator[Nodes]:
     factory = Nodes(kube, webhook)
     yield factory
     factory.remove_all()

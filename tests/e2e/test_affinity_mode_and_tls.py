@@ -77,10 +77,17 @@ def test_affinity_mode_pins_the_node_and_kube_scheduler_binds_it_there(
     try:
         register_webhook(skube, hook)
         wait_until_effective(skube, "affinity")
-        created = [
-            skube.create("/api/v1/namespaces/affinity/pods", pod_manifest(f"a{i}", cpu="1"))
-            for i in range(6)
-        ]
+        owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "controller": True,
+                 "uid": "11111111-2222-3333-4444-555555555555"}  # fmt: skip
+        created = []
+        for i in range(6):
+            manifest = pod_manifest(f"a{i}", cpu="1")
+            manifest["metadata"]["ownerReferences"] = [owner]  # pinned: a ReplicaSet recreates it
+            created.append(skube.create("/api/v1/namespaces/affinity/pods", manifest))
+        bare = skube.create("/api/v1/namespaces/affinity/pods", pod_manifest("bare", cpu="1"))
+        preferred = bare["spec"]["affinity"]["nodeAffinity"]
+        assert "requiredDuringSchedulingIgnoredDuringExecution" not in preferred  # never stranded
+        assert preferred["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 100
         for pod in created:
             assert "nodeName" not in pod["spec"]  # the scheduler binds, not us
             chosen = pod["metadata"]["annotations"][SELECTED_NODE]
@@ -96,7 +103,8 @@ def test_affinity_mode_pins_the_node_and_kube_scheduler_binds_it_there(
             return pods if all(p["spec"].get("nodeName") for p in pods) else []
 
         for pod in wait_for(bound, timeout=30, message="kube-scheduler to bind every pod"):
-            assert pod["spec"]["nodeName"] == pod["metadata"]["annotations"][SELECTED_NODE]
+            if pod["metadata"]["name"] != "bare":  # the bare pod is steered, not pinned
+                assert pod["spec"]["nodeName"] == pod["metadata"]["annotations"][SELECTED_NODE]
         # The reservations end once the scheduler has bound the pods.
         wait_for(
             lambda: "placement_webhook_reservations 0.0" in hook.metrics(),

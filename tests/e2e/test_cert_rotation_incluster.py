@@ -49,7 +49,7 @@ from tests.e2e.test_rbac import (
     token_kubeconfig,
     url_webhook_configuration,
 )
-from tests.unit.deploy.manifests import NAMESPACE, render
+from tests.unit.deploy.manifests import NAMESPACE, REPO, render
 from webhook.admission.patch import FILTER_RESULT
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.conflicts.model import SELECTED_NODE_ANNOTATION
@@ -159,6 +159,10 @@ class Rig:
     def tls(self) -> Path:
         return self.folder / "tls"
 
+    @property
+    def policy(self) -> Path:
+        return REPO / "deploy" / "base" / "policy.yaml"
+
     def certs(self, name: str, *extra: str) -> str:
         """Run `certs in-cluster --once` as its ServiceAccount; its log."""
         code = self.procs.run(name, certs_args(self.certs_kubeconfig, "--settle", "1", *extra))
@@ -175,7 +179,7 @@ class Rig:
 
     def start_webhook(self) -> None:
         self.webhook = self.procs.start(
-            "webhook", serve_args(self.webhook_kubeconfig, self.port, self.tls)
+            "webhook", serve_args(self.webhook_kubeconfig, self.port, self.tls, self.policy)
         )
         url = f"https://127.0.0.1:{self.port}/readyz"
         self.procs.until(lambda: https_get(url, self.tls / "ca.crt")[0] == 200, "webhook ready")

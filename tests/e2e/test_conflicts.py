@@ -83,8 +83,15 @@ def replicas(cluster: DevCluster, kube: Kube) -> Iterator[dict[str, WebhookProce
     hooks: dict[str, WebhookProcess] = {}
     try:
         for replica in ("a", "b"):
+            # Two deciders that do not coordinate (each its own Lease): the
+            # misconfiguration, or the second scheduler, that conflict detection
+            # exists to catch. A correctly deployed pair shares one Lease and
+            # never double-books (tests/e2e/test_authority.py).
             hook = start_webhook(
-                cluster, name=f"webhook-{replica}", extra_args=["--handoff-unschedulable"]
+                cluster,
+                name=f"webhook-{replica}",
+                extra_args=["--handoff-unschedulable"],
+                lease_name=f"independent-{replica}",
             )
             hooks[replica] = hook
             register_replica(kube, hook, replica)

@@ -42,6 +42,7 @@ from webhook.devcluster import DevCluster
 from webhook.devcluster.cluster import free_port
 from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest, pod_manifest
 from webhook.kube import ApiError, Kube
+from webhook.reconciler.options import DEFAULT_LEASE_NAME
 
 pytestmark = pytest.mark.e2e
 
@@ -273,7 +274,7 @@ def test_install_as_the_readme_says_then_its_uninstall_leaves_nothing_behind(
     )
     assert done.returncode == 0, done.stderr
     # What the running install creates on its own: the certificate Secrets (and the
-    # caBundle in the webhook configuration), the reconciler's Lease.
+    # caBundle in the webhook configuration), the decision Lease.
     procs = Processes(tmp_path)
     identity = token_kubeconfig(cluster, admin, "placement-webhook-certs", tmp_path)
     assert procs.run("certs", certs_args(identity)) == 0, procs.logs()
@@ -282,7 +283,7 @@ def test_install_as_the_readme_says_then_its_uninstall_leaves_nothing_behind(
         {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": "placement-webhook-reconciler"},
+            "metadata": {"name": DEFAULT_LEASE_NAME},
             "spec": {},
         },
     )

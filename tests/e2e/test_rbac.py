@@ -6,11 +6,12 @@ come from the TokenRequest API, and each process runs with only its own:
 
 1. `python -m certs in-cluster` (placement-webhook-certs) creates the
    Secrets, injects the caBundle, and rotates once;
-2. `placement-webhook serve` (placement-webhook) places two pods;
-3. `placement-webhook reconcile` (placement-webhook-reconciler) holds the
-   Lease, binds a pod the webhook never saw, marks one that fits nowhere
-   unschedulable, and evicts one of the webhook's pods from a node that
-   shrank under it (conflictPolicy: evict).
+2. `placement-webhook serve` (placement-webhook), one replica as deployed,
+   holds the decision Lease, places two pods at admission, binds a pod the
+   webhook never saw, marks one that fits nowhere unschedulable, evicts one
+   of its pods from a node that shrank under it (conflictPolicy: evict), and
+   deletes a pod pinned to a node that no longer fits it, for its ReplicaSet
+   to recreate (the nodeAffinity repair).
 
 The flow stops at the first request the API server denies (each process
 logs the denial with the API server's own message). With the shipped RBAC
@@ -74,17 +75,8 @@ RBAC_KINDS = (
     "RoleBinding",
     "ClusterRoleBinding",
 )
-WEBHOOK_SA, RECONCILER_SA, CERTS_SA = (
-    "placement-webhook",
-    "placement-webhook-reconciler",
-    "placement-webhook-certs",
-)
+WEBHOOK_SA, CERTS_SA = "placement-webhook", "placement-webhook-certs"
 FAST_LEASE = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5")
-EVICT_POLICY = """\
-apiVersion: placement-webhook.io/v1alpha1
-kind: PlacementPolicy
-conflictPolicy: evict
-"""
 
 
 # ------------------------------------------------------------------ identities
@@ -300,14 +292,23 @@ def certs_args(kubeconfig: Path, *extra: str) -> list[str]:
     return [*fixed, "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig), *extra]
 
 
-def serve_args(kubeconfig: Path, port: int, tls: Path) -> list[str]:
-    policy = REPO / "deploy" / "base" / "policy.yaml"
+def serve_args(kubeconfig: Path, port: int, tls: Path, policy: Path) -> list[str]:
     return [
         *shlex.split("-m webhook.cli serve --log-format text"),
         *("--kubeconfig", str(kubeconfig), "--bind", f"127.0.0.1:{port}"),
         *("--tls-cert", str(tls / "tls.crt"), "--tls-key", str(tls / "tls.key")),
-        *("--namespace", NAMESPACE, "--policy", str(policy)),
+        *("--namespace", NAMESPACE, "--policy", str(policy), "--identity", "rbac-e2e"),
+        *("--conflict-interval", "0.5", *FAST_LEASE),
     ]
+
+
+def evict_policy(folder: Path) -> Path:
+    """The shipped policy with conflictPolicy: evict (the RBAC grants it either way)."""
+    text = (REPO / "deploy" / "base" / "policy.yaml").read_text()
+    assert "conflictPolicy: report" in text
+    path = folder / "evict.yaml"
+    path.write_text(text.replace("conflictPolicy: report", "conflictPolicy: evict"))
+    return path
 
 
 def url_webhook_configuration(objects: Sequence[Obj], port: int) -> Obj:
@@ -367,7 +368,7 @@ class Install:
         apply(cluster, rbac_objects(self.objects))
         kubeconfig = {
             account: token_kubeconfig(cluster, admin, account, self.folder)
-            for account in (WEBHOOK_SA, RECONCILER_SA, CERTS_SA)
+            for account in (WEBHOOK_SA, CERTS_SA)
         }
         port = free_port()
         apply(cluster, [url_webhook_configuration(self.objects, port)])
@@ -384,25 +385,17 @@ class Install:
         )["webhooks"][0]
         assert base64.b64decode(hook["clientConfig"]["caBundle"]) == (tls / "ca.crt").read_bytes()
 
-        # 2. the webhook, the reconciler.
-        procs.start("webhook", serve_args(kubeconfig[WEBHOOK_SA], port, tls))
-        policy = self.folder / "evict.yaml"
-        policy.write_text(EVICT_POLICY)
-        rec_port = free_port()
-        procs.start("reconciler", [
-            *shlex.split("-m webhook.cli reconcile --log-format text --log-level debug"),
-            *("--kubeconfig", str(kubeconfig[RECONCILER_SA]), "--bind", f"127.0.0.1:{rec_port}"),
-            *("--identity", "rbac-e2e", "--namespace", NAMESPACE, "--policy", str(policy)),
-            *("--conflict-interval", "0.5", *FAST_LEASE),
-        ])  # fmt: skip
+        # 2. the webhook: one replica, holding the decision Lease.
+        policy = evict_policy(self.folder)
+        procs.start("webhook", serve_args(kubeconfig[WEBHOOK_SA], port, tls, policy))
         webhook_url = f"https://127.0.0.1:{port}"
         procs.until(
             lambda: https_get(f"{webhook_url}/readyz", tls / "ca.crt")[0] == 200,
             "the webhook's cache to sync",
         )
         procs.until(
-            lambda: http_get(f"http://127.0.0.1:{rec_port}/readyz")[1].get("leader"),
-            "the reconciler to sync and lead",
+            lambda: https_get(f"{webhook_url}/readyz", tls / "ca.crt")[1].get("deciding"),
+            "the webhook to take the Lease and decide",
         )
 
         # 3. the webhook places two pods (both on the only node) and says so in events.
@@ -430,7 +423,7 @@ class Install:
             lambda: len(self.events("placed", "Scheduled")) == 2, "the webhook's Scheduled events"
         )
 
-        # 4. the reconciler binds a pod admission never saw, and flags one that fits nowhere.
+        # 4. the fallback binder binds a pod admission never saw, and flags one that fits nowhere.
         create_node(admin, node_manifest("big", cpu="8"))
         ensure_namespace(admin, "pending")  # not opted in: the webhook is not called
         for name, cpu in (("r1", "1"), ("huge", "64")):
@@ -439,11 +432,14 @@ class Install:
                 pod_manifest(name, cpu=cpu, scheduler_name="placement-webhook"),
             )
         bound = procs.until(
-            lambda: self.pods("pending")["r1"]["spec"].get("nodeName"), "the reconciler to bind r1"
+            lambda: self.pods("pending")["r1"]["spec"].get("nodeName"),
+            "the fallback binder to bind r1",
         )
         self.seen["r1"] = self.pods("pending")["r1"]
         assert bound == "big"
-        procs.until(lambda: self.events("pending", "Scheduled"), "the reconciler's Scheduled event")
+        procs.until(
+            lambda: self.events("pending", "Scheduled"), "the fallback binder's Scheduled event"
+        )
         procs.until(lambda: self.events("pending", "FailedScheduling"), "FailedScheduling")
         procs.until(
             lambda: any(
@@ -468,7 +464,12 @@ class Install:
             ],
             "the Evict event",
         )
-        # 6. leadership is renewed (a Lease update), and nothing was denied.
+        # 6. a pod pinned to the shrunk node, which kube-scheduler calls unschedulable, while
+        #    "big" fits it: deleted, for its ReplicaSet to recreate (nodeAffinity repair).
+        self._strand("pending", "stranded", node="small")
+        procs.until(lambda: "stranded" not in self.pods("pending"), "the repair's deletion")
+        procs.until(lambda: self.events("pending", "PlacementRepaired"), "the repair's event")
+        # 7. leadership is renewed (a Lease update), and nothing was denied.
         lease = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{DEFAULT_LEASE_NAME}"
         self.seen["lease"] = procs.until(
             lambda: (
@@ -478,6 +479,27 @@ class Install:
             "a renewal of the Lease",
         )
         procs.until(lambda: True, "the end of the flow")
+
+    def _strand(self, namespace: str, name: str, node: str) -> None:
+        """A pod as nodeAffinity mode pins it, and as kube-scheduler leaves it when it fails."""
+        pod = pod_manifest(name, cpu="1")
+        pod["metadata"]["ownerReferences"] = [{
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "pinned", "controller": True,
+            "uid": "00000000-0000-0000-0000-00000000000b",
+        }]  # fmt: skip
+        pod["metadata"]["annotations"] = {SELECTED_NODE_ANNOTATION: node}
+        pin = {"key": "metadata.name", "operator": "In", "values": [node]}
+        pod["spec"]["affinity"] = {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [pin]}]}}}  # fmt: skip
+        self.admin.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+        unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                         "message": "0/2 nodes are available: 1 Insufficient cpu."}  # fmt: skip
+        self.admin.request(
+            "PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
+            body={"status": {"conditions": [unschedulable]}},
+            content_type="application/strategic-merge-patch+json",
+        )  # fmt: skip
 
     def _dry_run_is_placed(self, namespace: str) -> bool:
         probe = pod_manifest(generate_name="probe-", cpu="1m", memory="1Mi")

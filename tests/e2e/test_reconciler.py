@@ -28,6 +28,7 @@ from webhook.devcluster.objects import ensure_namespace, pod_manifest
 from webhook.devcluster.reconciler import ReconcilerProcess, start_reconciler
 from webhook.devcluster.webhook import register_webhook, start_webhook, unregister_webhook
 from webhook.kube import Kube
+from webhook.reconciler.options import DEFAULT_LEASE_NAME
 
 pytestmark = pytest.mark.e2e
 
@@ -47,7 +48,7 @@ def events_in(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
     return [e for e in items if e.get("reason") == reason]
 
 
-def lease_holder(kube: Kube, name: str = "placement-webhook-reconciler") -> str:
+def lease_holder(kube: Kube, name: str = DEFAULT_LEASE_NAME) -> str:
     path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{name}"
     with contextlib.suppress(Exception):
         return str(kube.get(path)["spec"].get("holderIdentity") or "")
@@ -238,7 +239,7 @@ def test_killing_the_leader_hands_over_and_no_pod_is_bound_twice(
         nodes.add(cpu="32", memory="64Gi")
     lease = f"handover-{next(_names)}"
     first = start_reconciler(cluster, "first", lease_name=lease)
-    wait_for(first.leads, timeout=15, message="the first reconciler to lead")
+    wait_for(first.decides, timeout=15, message="the first reconciler to lead and decide")
     second = start_reconciler(cluster, "second", lease_name=lease)
     try:
         total, created = 80, []
@@ -289,7 +290,10 @@ def test_killing_the_leader_hands_over_and_no_pod_is_bound_twice(
         per_pod = Counter(e["regarding"]["name"] for e in events_in(kube, namespace, "Scheduled"))
         assert max(per_pod.values()) == 1
         bound_by_second = second.metric("placement_webhook_reconciler_binds_total", outcome="bound")
-        assert bound_by_second == binders["reconciler/second"]
+        # A bind whose answer came too late for the client is retried and found bound
+        # already (by itself): counted once as already-bound, never bound twice.
+        retried = second.metric("placement_webhook_reconciler_binds_total", outcome="already-bound")
+        assert bound_by_second <= binders["reconciler/second"] <= bound_by_second + retried
         assert_within_capacity(kube, pods)
     finally:
         first.stop(signal.SIGKILL)

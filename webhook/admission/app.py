@@ -3,23 +3,45 @@
 The app never fails closed on a pod: every well-formed review gets an allowing
 answer (with or without a patch); only a request that is not a well-formed
 AdmissionReview gets a 4xx, always as JSON and with the uid when readable.
+
+/mutate routes each review of a pod that is ours (webhook.reconciler.
+authority): the replica that holds the decision Lease decides; a follower
+forwards the review to it (webhook.admission.forward) and relays the answer;
+when no leader can answer in time, the pod is handed to the fallback binder.
+Without a router (one process, `serve --snapshot`), every review is decided here.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
 
 import orjson
 from flask import Flask, Response, request
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from werkzeug.exceptions import HTTPException
 
+from webhook.admission.forward import CALLER_TIMEOUT_HEADER, FORWARDED_HEADER, Forwarder
 from webhook.admission.metrics import AdmissionMetrics
-from webhook.admission.placement import Outcome, Placer
-from webhook.admission.review import MAX_BODY_BYTES, ReviewError, build_response, parse_review
+from webhook.admission.placement import DEFAULT_TIMEOUT_SECONDS, Outcome, Placer
+from webhook.admission.review import (
+    MAX_BODY_BYTES,
+    AdmissionRequest,
+    ReviewError,
+    build_response,
+    parse_review,
+    parse_timeout,
+)
 
 log = logging.getLogger("webhook.admission")
+
+#: Route vocabulary of webhook.reconciler.authority.Route ("decide", "forward", "hand-off").
+Router = Callable[[], tuple[str, str]]
+#: Time kept back from the caller's timeout for our own answer to travel.
+ANSWER_MARGIN = 0.15
 
 
 def _json(data: object, status: int = 200) -> Response:
@@ -33,7 +55,17 @@ def _error(message: str, status: int, uid: str | None = None) -> Response:
     return _json(body, status)
 
 
-def create_app(placer: Placer, metrics: AdmissionMetrics | None = None) -> Flask:
+def create_app(
+    placer: Placer,
+    metrics: AdmissionMetrics | None = None,
+    *,
+    router: Router | None = None,
+    forwarder: Forwarder | None = None,
+    is_leader: Callable[[], bool] = lambda: True,
+    extra_registries: Sequence[CollectorRegistry] = (),
+    conflicts: Callable[[], dict[str, Any]] | None = None,
+    before_scrape: Callable[[], None] = lambda: None,
+) -> Flask:
     """Build the app around a placer (which owns the policy and the cluster view)."""
     app = Flask("placement-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
@@ -47,16 +79,48 @@ def create_app(placer: Placer, metrics: AdmissionMetrics | None = None) -> Flask
             stats.bad_requests.labels(str(status)).inc()
         return _error(err.description or err.name, status)
 
+    def route(review: AdmissionRequest, body: bytes, received: float) -> Outcome | Response:
+        """Decide here, relay the leader's answer, or hand off (see the module notes)."""
+        timeout = review.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+        give_up_at = received + timeout - ANSWER_MARGIN
+        kind, detail = router() if router is not None else ("decide", "")
+        kind = str(getattr(kind, "value", kind))
+        if kind == "forward" and request.headers.get(FORWARDED_HEADER):
+            kind, detail = "hand-off", "the replica it was forwarded to does not lead"
+        stats.routes.labels(kind).inc()
+        if kind == "decide":
+            return placer.decide(review, give_up_at=give_up_at)
+        if kind == "forward" and forwarder is not None:
+            budget = give_up_at - placer.clock() - ANSWER_MARGIN
+            answer = forwarder.forward(detail, body, budget=budget, caller_timeout=timeout)
+            if answer is not None and answer.status == 200 and _answers(answer.body, review.uid):
+                stats.forward_seconds.observe(answer.seconds)
+                return Response(answer.body, status=200, mimetype="application/json")
+            stats.routes.labels("forward-failed").inc()
+            detail = "the leading replica did not answer in time"
+        return placer.hand_off(review, detail or "no replica can decide right now")
+
     @app.post("/mutate")
     def mutate() -> Response:
         started = time.perf_counter()
+        received = placer.clock()
+        body = request.get_data(cache=False)
         try:
-            review = parse_review(request.get_data(cache=False), request.content_type)
+            review = parse_review(body, request.content_type)
         except ReviewError as err:
             stats.bad_requests.labels(str(err.status)).inc()
             log.warning("bad admission request: %s", err.message)
             return _error(err.message, err.status, err.uid)
-        outcome = placer.review(review)
+        timeout = parse_timeout(request.args.get("timeout"))
+        caller = parse_timeout((request.headers.get(CALLER_TIMEOUT_HEADER) or "") + "s")
+        review = replace(review, timeout_seconds=max(timeout or 0.0, caller or 0.0) or None)
+        try:
+            outcome = placer.triage(review) or route(review, body, received)
+        except Exception as err:  # a bug leaves the pod untouched, never a 5xx
+            log.exception("decision failed for a pod in namespace %s", review.namespace)
+            outcome = Outcome("error", f"internal error: {type(err).__name__}", "internal-error")
+        if isinstance(outcome, Response):
+            return outcome
         answer = build_response(
             review.uid, patch=outcome.patch, warnings=outcome.warnings, audit=outcome.audit
         )
@@ -78,6 +142,7 @@ def create_app(placer: Placer, metrics: AdmissionMetrics | None = None) -> Flask
             "synced": state.synced,
             "cacheAgeSeconds": round(state.age_seconds, 3),
             "nodes": placer.view.node_count(),
+            "deciding": is_leader(),
         }
         return _json(body, 200 if ready else 503)
 
@@ -88,9 +153,31 @@ def create_app(placer: Placer, metrics: AdmissionMetrics | None = None) -> Flask
         stats.cache_age.set(state.age_seconds)
         stats.reservations.set(len(placer.view.reservations()))
         stats.nodes.set(placer.view.node_count())
-        return Response(generate_latest(stats.registry), mimetype=CONTENT_TYPE_LATEST)
+        for how, count in placer.view.ledger_counts().items():
+            if how != "open":
+                stats.reservations_ended.labels(how).set(count)
+        stats.leader.set(1 if is_leader() else 0)
+        before_scrape()
+        text = b"".join(generate_latest(r) for r in (stats.registry, *extra_registries))
+        return Response(text, mimetype=CONTENT_TYPE_LATEST)
+
+    if conflicts is not None:
+
+        @app.get("/debug/conflicts")
+        def debug_conflicts() -> Response:
+            return _json(conflicts())
 
     return app
+
+
+def _answers(body: bytes, uid: str) -> bool:
+    """Whether `body` is an AdmissionReview answering request `uid`."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    response = data.get("response") if isinstance(data, dict) else None
+    return isinstance(response, dict) and response.get("uid") == uid
 
 
 def _record(stats: AdmissionMetrics, outcome: Outcome, elapsed: float) -> None:

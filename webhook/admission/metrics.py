@@ -26,6 +26,10 @@ class AdmissionMetrics:
     cache_age: Gauge
     cache_synced: Gauge
     nodes: Gauge
+    routes: Counter
+    forward_seconds: Histogram
+    reservations_ended: Gauge
+    leader: Gauge
 
     @classmethod
     def create(cls) -> AdmissionMetrics:
@@ -67,4 +71,29 @@ class AdmissionMetrics:
                 registry=registry,
             ),
             nodes=Gauge("placement_webhook_nodes", "Nodes in the cache.", registry=registry),
+            routes=Counter(
+                "placement_webhook_routes",
+                "Reviews of pods that are ours, by route: decided here, forwarded to the "
+                "leader (answered or not), or handed to the fallback binder.",
+                ["route"],
+                registry=registry,
+            ),
+            forward_seconds=Histogram(
+                "placement_webhook_forward_seconds",
+                "Round trip of a review forwarded to the leading replica (answered ones).",
+                buckets=LATENCY_BUCKETS,
+                registry=registry,
+            ),
+            reservations_ended=Gauge(
+                "placement_webhook_reservations_ended",
+                "Reservations that ended, by how: fulfilled (the pod arrived), released "
+                "(the decision failed), expired (no pod within the caller's timeout plus grace).",
+                ["how"],
+                registry=registry,
+            ),
+            leader=Gauge(
+                "placement_webhook_leader",
+                "1 while this replica holds the decision Lease and decides.",
+                registry=registry,
+            ),
         )

@@ -15,15 +15,42 @@ import orjson
 
 from webhook.admission.review import PatchOperation
 from webhook.policy.framework import Decision
+from webhook.policy.marks import (
+    DECISION_ANNOTATIONS,
+    FILTER_RESULT,
+    FINALSCORE_RESULT,
+    PREFERRED_WEIGHT,
+    RESERVATION,
+    SCORE_RESULT,
+    SELECTED_NODE,
+    SKIPPED,
+    UNSCHEDULABLE,
+    pin,
+    pin_is_required,
+    placed_by_us,
+    strip_affinity,
+    without_placement,
+)
+from webhook.policy.marks import HANDED_OFF as DEFERRED
 
-DOMAIN = "placement-webhook.io"
-SELECTED_NODE = f"{DOMAIN}/selected-node"
-FILTER_RESULT = f"{DOMAIN}/filter-result"
-SCORE_RESULT = f"{DOMAIN}/score-result"
-FINALSCORE_RESULT = f"{DOMAIN}/finalscore-result"
-UNSCHEDULABLE = f"{DOMAIN}/unschedulable"
-SKIPPED = f"{DOMAIN}/skipped"
-RESERVATION = f"{DOMAIN}/reservation"
+__all__ = [
+    "DEFERRED",
+    "FILTER_RESULT",
+    "FINALSCORE_RESULT",
+    "RESERVATION",
+    "SCORE_RESULT",
+    "SELECTED_NODE",
+    "SKIPPED",
+    "UNSCHEDULABLE",
+    "annotation_ops",
+    "decision_annotations",
+    "node_affinity_ops",
+    "node_name_ops",
+    "placed_by_us",
+    "scheduler_name_ops",
+    "undo_placement_ops",
+    "without_placement",
+]
 TOP_NODES = 5
 MAX_ANNOTATION_BYTES = 1024
 
@@ -80,36 +107,54 @@ def node_name_ops(node: str) -> list[PatchOperation]:
 
 
 def node_affinity_ops(pod: Mapping[str, Any], node: str) -> list[PatchOperation]:
-    """Require `node` by `metadata.name` while keeping every existing requirement.
+    """Pin (or prefer) `node` by `metadata.name` while keeping every existing requirement.
 
     Required node selector terms are ORed, so the node field requirement is
     added to each existing term (ANDed inside it): the chosen node must still
-    satisfy every term it satisfied. With no terms, one term is created.
+    satisfy every term it satisfied. With no terms, one term is created. A
+    preferred pin is one more preferred term of weight 100.
     """
     spec = pod.get("spec") or {}
     affinity = copy.deepcopy(spec.get("affinity") or {})
     node_affinity = affinity.setdefault("nodeAffinity", {})
-    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-    pin = {"key": "metadata.name", "operator": "In", "values": [node]}
-    terms = required.get("nodeSelectorTerms") or [{}]
-    for term in terms:
-        fields = [f for f in term.get("matchFields") or [] if f != pin]
-        term["matchFields"] = [*fields, pin]
-    required["nodeSelectorTerms"] = terms
+    wanted = pin(node)
+    if pin_is_required(pod):
+        required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+        terms = required.get("nodeSelectorTerms") or [{}]
+        for term in terms:
+            fields = [f for f in term.get("matchFields") or [] if f != wanted]
+            term["matchFields"] = [*fields, wanted]
+        required["nodeSelectorTerms"] = terms
+    else:
+        preferred = node_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+        preferred.append({"weight": PREFERRED_WEIGHT, "preference": {"matchFields": [wanted]}})
     return [{"op": "add", "path": "/spec/affinity", "value": affinity}]
 
 
-def is_pinned_by_affinity(pod: Mapping[str, Any]) -> bool:
-    """True once an earlier invocation of ours pinned the pod (so reinvocation is a no-op)."""
-    node = ((pod.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE)
-    if not node:
-        return False
-    pin = {"key": "metadata.name", "operator": "In", "values": [node]}
-    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
-    terms = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
-        "nodeSelectorTerms"
-    ) or []
-    return bool(terms) and all(pin in (t.get("matchFields") or []) for t in terms)
+def undo_placement_ops(pod: Mapping[str, Any]) -> list[PatchOperation]:
+    """Ops that take our earlier placement off the pod (before placing it afresh, or not)."""
+    placed = placed_by_us(pod)
+    if placed is None:
+        return []
+    node = placed[0]
+    spec = pod.get("spec") or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    ops: list[PatchOperation] = [
+        {"op": "remove", "path": f"/metadata/annotations/{_escape(k)}"}
+        for k in DECISION_ANNOTATIONS
+        if k in annotations
+    ]
+    if spec.get("nodeName") == node:
+        ops.append({"op": "remove", "path": "/spec/nodeName"})
+    affinity = spec.get("affinity")
+    if isinstance(affinity, dict):
+        stripped = strip_affinity(affinity, node)
+        if stripped != affinity:
+            if stripped:
+                ops.append({"op": "add", "path": "/spec/affinity", "value": stripped})
+            else:
+                ops.append({"op": "remove", "path": "/spec/affinity"})
+    return ops
 
 
 def scheduler_name_ops(name: str) -> list[PatchOperation]:

@@ -1,9 +1,21 @@
-"""From an admission request to an outcome: handled or not, decided, patched.
+"""From an admission request to an outcome: ours or not, decided, re-checked, patched.
 
-No Flask here: `Placer.review` takes a parsed request and returns an
-`Outcome` that the HTTP layer turns into a response, a log line and metrics.
-A pod the policy cannot evaluate, or any failure inside the decision, leaves
-the pod to the default scheduler: wrong placement is worse than none.
+No Flask here. `Placer.triage` applies the cheap rules that leave a pod alone
+(every replica runs them); `Placer.decide` makes the decision (only the
+replica that holds the decision Lease, or a single process with a fixed
+snapshot); `Placer.hand_off` answers for a pod that is ours but cannot be
+decided now (no leader reachable in time, a view not yet fresh), leaving it
+to the fallback binder. The HTTP layer chooses between them.
+
+A pod the policy cannot evaluate, or one the API server will refuse anyway,
+is left untouched and reserves nothing: a wrong placement is worse than none.
+
+Reinvocation: when a later mutating webhook changes a pod we already placed
+(a sidecar injector adds a container), the API server calls us again with our
+own patch applied. The pod carries our reservation key, so the placement is
+re-checked against the changed pod: kept when it still fits (no patch),
+moved to another node when it does not, or undone and handed off when no node
+fits any more.
 """
 
 from __future__ import annotations
@@ -16,20 +28,24 @@ from typing import Any
 from webhook.admission import patch as patches
 from webhook.admission.review import AdmissionRequest, PatchOperation
 from webhook.admission.rules import SCHEDULER_NAME, why_not_handled
-from webhook.cluster.view import ClusterView
+from webhook.cluster.view import ClusterView, Placement
 from webhook.policy.framework import Decision
 from webhook.policy.model import PodView
-from webhook.policy.profile import Policy
+from webhook.policy.profile import Policy, Profile
 from webhook.policy.status import Code
+from webhook.policy.validation import invalid_reason
 
 log = logging.getLogger(__name__)
+
+#: The API server's default webhook timeout, used when a request names none.
+DEFAULT_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What the webhook did with one request."""
 
-    result: str  # placed | unschedulable | skipped | error
+    result: str  # placed | kept | unschedulable | handed-off | skipped | error
     reason: str
     category: str = ""  # a fixed word for metrics (skip category); "" for the others
     node: str | None = None
@@ -41,13 +57,14 @@ class Outcome:
     def warnings(self) -> list[str]:
         if self.result in ("skipped", "error") and self.reason != "not a pod CREATE":
             return [f"placement-webhook: not placed: {self.reason}"]
-        if self.result == "unschedulable":
+        if self.result in ("unschedulable", "handed-off"):
             return [f"placement-webhook: {self.reason}"]
         return []
 
     @property
     def audit(self) -> dict[str, str]:
-        text = self.node if self.result == "placed" else self.reason
+        plain = self.result in ("placed", "kept") and self.category != "moved"
+        text = self.node if plain else self.reason
         return {"decision": f"{self.result}: {text}"[:512]}
 
 
@@ -58,9 +75,9 @@ class PlacerSettings:
     own_namespace: str = "placement-webhook"
     """Namespace the webhook runs in; its pods are never touched."""
     handoff_unschedulable: bool = True
-    """Set schedulerName placement-webhook on pods that fit no node, so the
-    reconciler places them when capacity appears. Off: they stay with the
-    default scheduler (for clusters that run no reconciler)."""
+    """Set schedulerName placement-webhook on pods that fit no node (or that
+    cannot be decided in time), so the fallback binder places them. Off: they
+    stay with the default scheduler (for clusters that run no binder)."""
 
 
 class Placer:
@@ -73,54 +90,141 @@ class Placer:
         settings: PlacerSettings = PlacerSettings(),
         *,
         ready: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] | None = None,
     ):
         self.view, self.policy, self.settings, self.ready = view, policy, settings, ready
+        self.clock = clock or view.clock
 
-    def review(self, request: AdmissionRequest) -> Outcome:
-        """The outcome for one request; never raises (a bug leaves the pod untouched)."""
-        try:
-            return self._review(request)
-        except Exception as err:
-            log.exception("decision failed for a pod in namespace %s", request.namespace)
-            return Outcome("error", f"internal error: {type(err).__name__}", "internal-error")
+    # ---- the three entry points ----------------------------------------
+    def review(self, request: AdmissionRequest, *, give_up_at: float | None = None) -> Outcome:
+        """Triage and decide in this process (a single replica, or `serve --snapshot`)."""
+        return self.triage(request) or self.decide(request, give_up_at=give_up_at)
 
-    def _review(self, request: AdmissionRequest) -> Outcome:
+    def triage(self, request: AdmissionRequest) -> Outcome | None:
+        """The outcome for a pod that is not ours to place, or None when it is ours."""
         if not request.is_pod_create or request.obj is None:
             return Outcome("skipped", "not a pod CREATE", "not-pod-create")
         pod = request.obj
         if not all(isinstance(pod.get(part, {}), dict) for part in ("metadata", "spec")):
             return Outcome("skipped", "malformed pod object", "malformed")
-        namespace = request.namespace or (pod.get("metadata") or {}).get("namespace") or ""
-        mode = self.policy.placement.mode
+        namespace = _namespace(request)
+        if patches.placed_by_us(pod) is not None:
+            return None  # a reinvocation: re-checked by decide()
         skip = why_not_handled(
             pod,
             namespace,
             own_namespace=self.settings.own_namespace,
-            mode=mode,
+            mode=self.policy.placement.mode,
             namespace_labels=self.view.namespace_labels(namespace),
         )
-        if skip is None and mode == "nodeAffinity" and patches.is_pinned_by_affinity(pod):
-            skip = ("reinvocation", "already pinned by an earlier invocation")
         if skip is not None:
             return Outcome("skipped", skip[1], skip[0])
-        if not self.ready():
-            return Outcome(
-                "skipped", "cluster view not synced (left to the default scheduler)", "not-ready"
-            )
-        return self._decide(pod, namespace, dry_run=request.dry_run, seed=request.uid)
+        problem = invalid_reason(pod)
+        if problem is not None:
+            return Outcome("skipped", f"the API server will refuse this pod: {problem}", "invalid")
+        return None
 
-    def _decide(
-        self, pod: Mapping[str, Any], namespace: str, *, dry_run: bool, seed: str
-    ) -> Outcome:
+    def decide(self, request: AdmissionRequest, *, give_up_at: float | None = None) -> Outcome:
+        """Decide (or re-check) a pod that triage found ours. Raises only on a bug."""
+        assert request.obj is not None
+        pod, namespace = request.obj, _namespace(request)
+        if not self.ready():
+            return self.hand_off(request, "the cluster view is not synced")
         scheduler = (pod.get("spec") or {}).get("schedulerName") or ""
         profile = self.policy.profile_for(scheduler)
         if profile is None:
             return Outcome("skipped", f"no profile for scheduler {scheduler!r}", "no-profile")
-        view = PodView.from_dict(_with_namespace(pod, namespace))
-        ttl = self.policy.placement.reservation_ttl_seconds
-        decision, key = self.view.place(
-            view, profile, reserve_for=None if dry_run else ttl, seed=seed
+        placed = patches.placed_by_us(pod)
+        unplaced = patches.without_placement(pod) if placed is not None else pod
+        try:
+            view = PodView.from_dict(_with_namespace(unplaced, namespace))
+        except (ValueError, TypeError, AttributeError) as err:
+            return Outcome("skipped", f"pod cannot be parsed: {err}", "malformed")
+        hold_for = None if request.dry_run else self._hold_for(request)
+        if placed is not None:
+            return self._recheck(request, view, profile, placed, hold_for, give_up_at)
+        placement = self.view.place(
+            view, profile, hold_for=hold_for, seed=request.uid, give_up_at=give_up_at
         )
+        return self._answer(pod, unplaced, scheduler, placement, request.dry_run)
+
+    def hand_off(self, request: AdmissionRequest, why: str) -> Outcome:
+        """Admit a pod of ours unplaced, for the fallback binder (or the default scheduler)."""
+        assert request.obj is not None
+        pod = request.obj
+        if patches.placed_by_us(pod) is not None:
+            # A reinvocation we cannot re-check: the placement stays as the
+            # first call made it; the conflict detector watches the result.
+            return Outcome("kept", f"not re-checked: {why}", "not-rechecked")
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or ""
+        ops: list[PatchOperation] = []
+        if self.settings.handoff_unschedulable and scheduler != SCHEDULER_NAME:
+            ops = patches.scheduler_name_ops(SCHEDULER_NAME)
+            reason = f"not placed at admission ({why}); handed to the fallback binder"
+        else:
+            reason = f"not placed at admission ({why})"
+        ops = patches.annotation_ops(pod, {patches.DEFERRED: why[:512]}) + ops
+        return Outcome("handed-off", reason, "handed-off", patch=ops)
+
+    # ---- internals -----------------------------------------------------
+    def _hold_for(self, request: AdmissionRequest) -> float:
+        """How long a reservation waits for its pod: the caller's timeout plus a grace."""
+        timeout = request.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+        return timeout + self.policy.placement.reservation_grace_seconds
+
+    def _recheck(
+        self,
+        request: AdmissionRequest,
+        view: PodView,
+        profile: Profile,
+        placed: tuple[str, str],
+        hold_for: float | None,
+        give_up_at: float | None,
+    ) -> Outcome:
+        pod = request.obj
+        assert pod is not None
+        node, key = placed
+        placement = self.view.recheck(
+            view, profile, node, key=key, hold_for=hold_for, seed=request.uid,
+            give_up_at=give_up_at,
+        )  # fmt: skip
+        decision = placement.decision
+        if placement.held_back == "deadline":
+            return Outcome("kept", f"not re-checked: {decision.message}", "not-rechecked")
+        if decision.placed and decision.node == node and not placement.held_back:
+            return Outcome(
+                "kept", f"still fits {node}", node=node, decision=decision, reservation=key
+            )
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or ""
+        unplaced = patches.without_placement(pod)
+        undo = patches.undo_placement_ops(pod)
+        outcome = self._answer(pod, unplaced, scheduler, placement, request.dry_run)
+        if outcome.result == "placed":
+            reason = f"moved from {node} to {outcome.node}: a later webhook changed the pod"
+            return Outcome(
+                "placed", reason, "moved", outcome.node, undo + outcome.patch,
+                decision, outcome.reservation,
+            )  # fmt: skip
+        why = f"no longer fits {node} after a later webhook changed it; {outcome.reason}"
+        return Outcome(outcome.result, why, "undone", None, undo + outcome.patch, decision)
+
+    def _answer(
+        self,
+        pod: Mapping[str, Any],
+        unplaced: Mapping[str, Any],
+        scheduler: str,
+        placement: Placement,
+        dry_run: bool,
+    ) -> Outcome:
+        """The outcome and patch for a fresh decision on `unplaced` (the pod without our marks)."""
+        decision = placement.decision
+        if placement.held_back:
+            why = (
+                "the caller's deadline passed"
+                if placement.held_back == "deadline"
+                else "too many reservations are waiting for their pods"
+            )
+            return self._deferred(pod, scheduler, why, decision)
         notes = patches.decision_annotations(decision)
         if decision.code is Code.Skip:
             skipped = {patches.SKIPPED: decision.message[:512]}
@@ -132,18 +236,18 @@ class Placer:
                 decision=decision,
             )
         if decision.code is Code.Error:
-            return Outcome("error", decision.message, decision=decision)
+            return Outcome("error", decision.message, "policy-error", decision=decision)
         if decision.node is None:
             notes[patches.UNSCHEDULABLE] = decision.message[:1024]
             ops = patches.annotation_ops(pod, notes)
             if self.settings.handoff_unschedulable and scheduler != SCHEDULER_NAME:
                 ops += patches.scheduler_name_ops(SCHEDULER_NAME)
             return Outcome("unschedulable", decision.message, patch=ops, decision=decision)
-        if key is not None:
-            notes[patches.RESERVATION] = key
+        if placement.key is not None:
+            notes[patches.RESERVATION] = placement.key
         ops = patches.annotation_ops(pod, notes)
         if self.policy.placement.mode == "nodeAffinity":
-            ops += patches.node_affinity_ops(pod, decision.node)
+            ops += patches.node_affinity_ops(unplaced, decision.node)
         else:
             ops += patches.node_name_ops(decision.node)
         return Outcome(
@@ -152,8 +256,23 @@ class Placer:
             node=decision.node,
             patch=ops,
             decision=decision,
-            reservation=key,
+            reservation=placement.key,
         )
+
+    def _deferred(
+        self, pod: Mapping[str, Any], scheduler: str, why: str, decision: Decision
+    ) -> Outcome:
+        ops = patches.annotation_ops(pod, {patches.DEFERRED: why})
+        if self.settings.handoff_unschedulable and scheduler != SCHEDULER_NAME:
+            ops += patches.scheduler_name_ops(SCHEDULER_NAME)
+        reason = f"not placed at admission ({why}); handed to the fallback binder"
+        return Outcome("handed-off", reason, "held-back", patch=ops, decision=decision)
+
+
+def _namespace(request: AdmissionRequest) -> str:
+    meta = (request.obj or {}).get("metadata") or {}
+    value = request.namespace or (meta.get("namespace") if isinstance(meta, dict) else "") or ""
+    return str(value)
 
 
 def _with_namespace(pod: Mapping[str, Any], namespace: str) -> Mapping[str, Any]:

@@ -7,9 +7,13 @@ Safety settings, each for a reason:
 - failurePolicy Ignore + a short timeout: a dead or slow webhook never blocks
   pod creation, the pod falls back to the default scheduler (or reconciler);
 - sideEffects NoneOnDryRun: dry-run requests reach us and we reserve nothing;
-- matchConditions: pods that already have a nodeName never reach us;
-- reinvocationPolicy IfNeeded: when a later webhook changes the pod, we see it
-  again and are a no-op if already placed (we check), or place it if not.
+- matchConditions: pods that already have a nodeName never reach us, except
+  the ones we placed ourselves (they carry our reservation annotation), so
+  that a reinvocation can re-check them;
+- reinvocationPolicy IfNeeded: when a later webhook changes the pod (a sidecar
+  injector adds a container), we see it again with our own patch applied and
+  re-check the placement against the changed pod: kept when it still fits
+  (no patch), moved when it does not, undone and handed off when nothing fits.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from typing import Any
 from webhook.admission.rules import ENABLED_LABEL, PROTECTED_NAMESPACES
 
 WEBHOOK_NAME = "pods.placement-webhook.io"
+#: Unbound pods, and pods bound by our own earlier call (a reinvocation).
+NOT_BOUND_BY_OTHERS = (
+    "!has(object.spec.nodeName) || (has(object.metadata.annotations) && "
+    "'placement-webhook.io/reservation' in object.metadata.annotations)"
+)
 CONFIGURATION_NAME = "placement-webhook"
 
 
@@ -75,7 +84,7 @@ def webhook_configuration(
                     ]
                 },
                 "matchConditions": [
-                    {"name": "not-already-bound", "expression": "!has(object.spec.nodeName)"},
+                    {"name": "not-bound-by-others", "expression": NOT_BOUND_BY_OTHERS},
                 ],
                 "failurePolicy": "Ignore",
                 "sideEffects": "NoneOnDryRun",

@@ -48,6 +48,8 @@ class AdmissionRequest:
     obj: Mapping[str, Any] | None
     api_version: str = API_VERSION
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    timeout_seconds: float | None = None
+    """How long the caller waits for the answer (the API server's `?timeout=`), if known."""
 
     @property
     def is_pod_create(self) -> bool:
@@ -137,6 +139,27 @@ def parse_review(body: bytes, content_type: str | None) -> AdmissionRequest:
         obj=obj,
         raw=request,
     )
+
+
+def parse_timeout(value: str | None) -> float | None:
+    """A Go duration as the API server writes it in `?timeout=` ("2s", "1.5s", "500ms")."""
+    if not value:
+        return None
+    units = (("ms", 0.001), ("us", 1e-6), ("µs", 1e-6), ("ns", 1e-9), ("s", 1.0), ("m", 60.0))
+    total, rest = 0.0, value.strip()
+    while rest:
+        number = ""
+        while rest and (rest[0].isdigit() or rest[0] == "."):
+            number, rest = number + rest[0], rest[1:]
+        unit = next((u for u in units if rest.startswith(u[0])), None)
+        if not number or unit is None:
+            return None
+        try:
+            total += float(number) * unit[1]
+        except ValueError:
+            return None
+        rest = rest[len(unit[0]) :]
+    return total if 0 < total <= 60 else None
 
 
 def build_response(

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-SCHEDULER_NAME = "placement-webhook"
+from webhook.policy import marks
+
+SCHEDULER_NAME = marks.SCHEDULER_NAME
 HANDLED_SCHEDULERS = frozenset({"", "default-scheduler", SCHEDULER_NAME})
 SKIP_LABEL = "placement-webhook.io/skip"
 ENABLED_LABEL = "placement-webhook.io/enabled"

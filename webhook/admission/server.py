@@ -22,6 +22,7 @@ from gunicorn.app.base import BaseApplication
 from webhook.admission.app import create_app
 from webhook.admission.placement import Placer, PlacerSettings
 from webhook.admission.tls import CertificateReloader
+from webhook.cluster.ledger import ADMISSION
 from webhook.cluster.source import ClusterSource
 from webhook.cluster.view import Reservation
 from webhook.events import EventRecorder, EventSink, scheduled
@@ -48,40 +49,50 @@ class ServeSettings:
     """Log every HTTP request (the decision log already has one line per pod)."""
 
 
-def build_app(
-    source: ClusterSource,
-    policy: Policy,
-    placer_settings: PlacerSettings,
-    events: EventSink | None = None,
+def build_snapshot_app(
+    source: ClusterSource, policy: Policy, placer_settings: PlacerSettings
 ) -> Flask:
-    """Start the cluster view and make the app (called inside the worker, after the fork).
-
-    With an event sink, a `Scheduled` event is written for each pod placed by
-    `spec.nodeName` once the watch delivers it (in nodeAffinity mode the
-    scheduler that binds the pod writes its own).
-    """
+    """`serve --snapshot`: decide every review here, against a fixed view (no Lease)."""
     view = source.start()
-    if events is not None and policy.placement.mode == "nodeName":
-        recorder = EventRecorder(events, instance=f"placement-webhook-{socket.gethostname()}")
+    return create_app(Placer(view, policy, placer_settings, ready=source.ready))
 
-        def announce(pod: Mapping[str, Any], reservation: Reservation) -> None:
-            meta = pod.get("metadata") or {}
-            recorder.record(
-                scheduled(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""),
-                          reservation.node)
-            )  # fmt: skip
 
-        view.on_fulfilled = announce
-    placer = Placer(view, policy, placer_settings, ready=source.ready)
-    return create_app(placer)
+def scheduled_announcer(
+    events: EventSink, mode: str
+) -> Callable[[Mapping[str, Any], Reservation], None] | None:
+    """A `Scheduled` event for each pod we placed by `spec.nodeName`, once the watch has it.
+
+    In nodeAffinity mode the scheduler that binds the pod writes its own.
+    """
+    if mode != "nodeName":
+        return None
+    recorder = EventRecorder(events, instance=f"placement-webhook-{socket.gethostname()}")
+
+    def announce(pod: Mapping[str, Any], reservation: Reservation) -> None:
+        if reservation.origin != ADMISSION:
+            return  # the fallback binder writes its own events
+        meta = pod.get("metadata") or {}
+        recorder.record(
+            scheduled(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""),
+                      reservation.node)
+        )  # fmt: skip
+
+    return announce
 
 
 class WebhookServer(BaseApplication):  # type: ignore[misc]
     """gunicorn, configured in code rather than by a config file."""
 
-    def __init__(self, settings: ServeSettings, load: Callable[[], Flask]):
+    def __init__(
+        self,
+        settings: ServeSettings,
+        load: Callable[[], Flask],
+        *,
+        on_exit: Callable[[], None] = lambda: None,
+    ):
         self.settings = settings
         self._load = load
+        self._on_exit = on_exit
         # Validate the certificate pair before forking: a bad pair stops start-up.
         self.reloader = CertificateReloader(settings.certfile, settings.keyfile)
         super().__init__()
@@ -103,6 +114,7 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
             "errorlog": "-",
             "loglevel": os.environ.get("GUNICORN_LOG_LEVEL", "warning"),
             "proc_name": "placement-webhook",
+            "worker_exit": lambda _arbiter, _worker: self._on_exit(),
         }
         for key, value in options.items():
             self.cfg.set(key, value)

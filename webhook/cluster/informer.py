@@ -35,7 +35,7 @@ class Store(Protocol):
 
     def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> None: ...
 
-    def touch(self, kind: str) -> None: ...
+    def touch(self, kind: str, resource_version: str = "") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,7 @@ class Informer:
         versions: list[str] = []
         count = self.store.replace(self.kind, self.pages(versions))
         self.resource_version = versions[-1]
+        self.store.touch(self.kind, self.resource_version)
         self.relists += 1
         log.info("listed %s: %d objects at resourceVersion %s", self.kind, count, versions[-1])
 
@@ -117,7 +118,7 @@ class Informer:
             if kind != "BOOKMARK":
                 self.store.apply(self.kind, str(kind), obj)
             else:
-                self.store.touch(self.kind)
+                self.store.touch(self.kind, str(version or ""))
             if version:
                 self.resource_version = str(version)
         self.store.touch(self.kind)

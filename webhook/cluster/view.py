@@ -1,11 +1,12 @@
-"""The cached cluster view: a policy snapshot kept in sync, plus reservations.
+"""The cached cluster view: a policy snapshot kept in sync, plus this process's reservations.
 
-One lock guards the snapshot. A placement runs `schedule` and records its
-reservation under that lock, so two concurrent admissions can never both take
-the last slot of a node. A reservation counts the pod against its node until
-the watch delivers the real pod (which carries the reservation id in an
-annotation, so it replaces the reservation instead of adding to it) or until
-its TTL passes (the pod was rejected later in admission, or never created).
+One lock guards the snapshot and the reservation ledger. A decision runs
+`schedule` and records its reservation under that lock, so two decisions *of
+this process* can never both take the last slot of a node. Across processes
+that holds only because one process decides at a time (the Lease holder; see
+webhook.replica). The ledger (webhook.cluster.ledger) says when a reservation
+ends: when the watch delivers the pod carrying its key, when its decision
+failed, or a few seconds after its caller's timeout.
 """
 
 from __future__ import annotations
@@ -17,23 +18,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from webhook.cluster.ledger import ADMISSION, Ledger, Reservation
 from webhook.policy.framework import Decision, schedule
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import RESERVATION_ANNOTATION, ClusterSnapshot, PodView
 from webhook.policy.profile import Profile
 from webhook.policy.status import Code
 
-RESERVATION_ANNOTATION = "placement-webhook.io/reservation"
 T = TypeVar("T")
 KINDS = ("Node", "Pod", "Namespace")
 
-
-@dataclass(frozen=True)
-class Reservation:
-    key: str
-    node: str
-    pod: str  # namespace/name (or generateName prefix) for logs
-    expires_at: float
-    ttl: float
+__all__ = ["KINDS", "ClusterView", "Placement", "Reservation", "SyncState"]
 
 
 @dataclass(frozen=True)
@@ -42,8 +36,23 @@ class SyncState:
     age_seconds: float  # since the last sign of life from the slowest watch
 
 
+@dataclass(frozen=True)
+class Placement:
+    """A decision and what it holds."""
+
+    decision: Decision
+    reservation: Reservation | None = None
+    """None for a dry run, when nothing was placed, or when held back."""
+    held_back: str = ""
+    """Why a placed decision was not reserved (and so must not be used), or ""."""
+
+    @property
+    def key(self) -> str | None:
+        return self.reservation.key if self.reservation is not None else None
+
+
 class ClusterView:
-    """A thread-safe ClusterSnapshot with reservations and sync bookkeeping."""
+    """A thread-safe ClusterSnapshot with a reservation ledger and sync bookkeeping."""
 
     def __init__(
         self,
@@ -51,17 +60,21 @@ class ClusterView:
         *,
         clock: Callable[[], float] = time.monotonic,
         synced: bool = False,
+        max_unconfirmed_share: float = 0.5,
     ):
         self._lock = threading.Lock()
         self._snapshot = snapshot or ClusterSnapshot.from_objects([], [])
         self._clock = clock
-        self._reservations: dict[str, Reservation] = {}
-        #: Called (outside the lock) when the watch delivers a pod we placed.
+        self._ledger = Ledger(
+            self._snapshot, clock=clock, max_unconfirmed_share=max_unconfirmed_share
+        )
+        #: Called (outside the lock) when the watch delivers a pod one of our reservations made.
         self.on_fulfilled: Callable[[Mapping[str, Any], Reservation], None] | None = None
         self._known: dict[str, set[str]] = {kind: set() for kind in KINDS}
         now = clock()
         self._listed: dict[str, bool] = {kind: synced for kind in KINDS}
         self._last_seen: dict[str, float] = {kind: now for kind in KINDS}
+        self._resource_version: dict[str, str] = {kind: "" for kind in KINDS}
 
     # ---- feeding (informers) -------------------------------------------
     @staticmethod
@@ -70,37 +83,28 @@ class ClusterView:
         return str(meta.get("uid") or meta.get("name")) if kind == "Pod" else str(meta.get("name"))
 
     def _upsert(self, kind: str, obj: Mapping[str, Any]) -> Reservation | None:
-        """Store an object; for a pod of ours, return the reservation it fulfils."""
+        """Store an object; for a pod one of our reservations made, return that reservation."""
         fulfilled = None
         if kind == "Node":
             self._snapshot.upsert_node(obj)
         elif kind == "Pod":
-            key = _reservation_key(obj)
-            reservation = self._reservations.get(key) if key else None
-            if reservation is not None and not (obj.get("spec") or {}).get("nodeName"):
-                # Pinned by affinity, not yet bound by the scheduler: the pod
-                # counts nowhere yet, so the reservation keeps holding its slot
-                # for as long as the pod exists unbound.
-                self._reservations[reservation.key] = replace(
-                    reservation, expires_at=self._clock() + reservation.ttl
-                )
-                return None
-            self._snapshot.upsert_pod(obj)
-            if reservation is not None:
-                fulfilled = self._reservations.pop(reservation.key)
+            pod = PodView.from_dict(obj)
+            if pod.reservation and (pod.counted_node or pod.is_terminal):
+                fulfilled = self._ledger.fulfil(pod.reservation)
+            self._snapshot.upsert_pod(pod)
         else:
             self._snapshot.upsert_namespace(obj)
         self._known[kind].add(self._key(kind, obj))
         return fulfilled
 
     def _remove(self, kind: str, key: str, obj: Mapping[str, Any] | None = None) -> None:
-        if kind == "Pod" and obj is not None:
-            reservation = self._reservations.pop(_reservation_key(obj) or "", None)
-            if reservation is not None:
-                self._snapshot.forget(reservation.key)
         if kind == "Node":
             self._snapshot.remove_node(key)
         elif kind == "Pod":
+            if obj is not None:
+                reservation = _reservation_key(obj)
+                if reservation:
+                    self._ledger.release(reservation)
             self._snapshot.remove_pod(key)
         else:
             self._snapshot.remove_namespace(key)
@@ -114,16 +118,20 @@ class ClusterView:
         watch-fed cache is for a moment); raw pages are freed as they go.
         """
         seen: set[str] = set()
+        fulfilled: list[tuple[Mapping[str, Any], Reservation]] = []
         for page in pages:
             with self._lock:
                 for obj in page:
-                    self._upsert(kind, obj)
+                    reservation = self._upsert(kind, obj)
+                    if reservation is not None:
+                        fulfilled.append((obj, reservation))
                     seen.add(self._key(kind, obj))
         with self._lock:
             for gone in self._known[kind] - seen:
                 self._remove(kind, gone)
             self._listed[kind] = True
             self._last_seen[kind] = self._clock()
+        self._announce(fulfilled)
         return len(seen)
 
     def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> None:
@@ -134,14 +142,30 @@ class ClusterView:
             else:
                 fulfilled = self._upsert(kind, obj)
             self._last_seen[kind] = self._clock()
-        if fulfilled is not None and self.on_fulfilled is not None:
-            self.on_fulfilled(obj, fulfilled)
+            version = (obj.get("metadata") or {}).get("resourceVersion")
+            if version:
+                self._resource_version[kind] = str(version)
+        if fulfilled is not None:
+            self._announce([(obj, fulfilled)])
 
-    def touch(self, kind: str) -> None:
+    def touch(self, kind: str, resource_version: str = "") -> None:
+        """A sign of life from a watch (a bookmark, a normal close, a finished list)."""
         with self._lock:
             self._last_seen[kind] = self._clock()
+            if resource_version:
+                self._resource_version[kind] = resource_version
+
+    def _announce(self, fulfilled: list[tuple[Mapping[str, Any], Reservation]]) -> None:
+        if self.on_fulfilled is not None:
+            for obj, reservation in fulfilled:
+                self.on_fulfilled(obj, reservation)
 
     # ---- reading -------------------------------------------------------
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock reservations and deadlines are measured on."""
+        return self._clock
+
     def sync_state(self, kinds: Iterable[str] = KINDS) -> SyncState:
         with self._lock:
             now = self._clock()
@@ -149,6 +173,11 @@ class ClusterView:
             synced = all(self._listed[k] for k in kinds)
             age = max(now - self._last_seen[k] for k in kinds)
         return SyncState(synced=synced, age_seconds=age)
+
+    def resource_version(self, kind: str) -> str:
+        """The newest resourceVersion the watch of `kind` delivered ("" before any)."""
+        with self._lock:
+            return self._resource_version[kind]
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         """Labels of a namespace the view knows, or None when it does not know it."""
@@ -159,72 +188,154 @@ class ClusterView:
 
     def reservations(self) -> list[Reservation]:
         with self._lock:
-            return list(self._reservations.values())
+            return list(self._ledger)
+
+    def reservation(self, key: str) -> Reservation | None:
+        with self._lock:
+            return self._ledger.get(key)
+
+    def ledger_counts(self) -> dict[str, int]:
+        """How reservations ended so far, and how many are open (for metrics)."""
+        with self._lock:
+            ledger = self._ledger
+            return {
+                "open": len(ledger),
+                "fulfilled": ledger.fulfilled,
+                "released": ledger.released,
+                "expired": ledger.expired,
+            }
 
     def node_count(self) -> int:
         with self._lock:
             return len(self._snapshot)
 
     def evaluate(self, fn: Callable[[ClusterSnapshot], T]) -> T:
-        """Run `fn` on the snapshot under the lock (the extender's reads and assumptions).
+        """Run `fn` on the snapshot under the lock (the extender's reads).
 
         `fn` must not keep the snapshot: it changes as soon as the lock is released.
         """
         with self._lock:
-            self._expire_locked()
+            self._ledger.expire()
             return fn(self._snapshot)
 
     # ---- placing -------------------------------------------------------
     def place(
-        self, pod: PodView, profile: Profile, *, reserve_for: float | None, seed: str | None = None
-    ) -> tuple[Decision, str | None]:
-        """Decide for `pod`; when placed and `reserve_for` is set, hold the slot that long.
+        self,
+        pod: PodView,
+        profile: Profile,
+        *,
+        hold_for: float | None,
+        seed: str | None = None,
+        origin: str = ADMISSION,
+        key: str | None = None,
+        give_up_at: float | None = None,
+    ) -> Placement:
+        """Decide for `pod`; when placed and `hold_for` is set, reserve the node that long.
 
         `seed` breaks ties between equally good nodes (the admission request
         uid: pods of one ReplicaSet have no name or uid yet at admission).
-        Returns the decision and the reservation id (None for a dry run, or
-        when nothing was placed).
+        `key` reuses a reservation key (a re-check of a pod that carries
+        one). With `give_up_at` (the caller's deadline on this view's clock),
+        a decision that could only start after it is not made at all.
         """
         with self._lock:
-            self._expire_locked()
+            self._ledger.expire()
+            if give_up_at is not None and self._clock() >= give_up_at:
+                late = Decision(None, Code.Skip, "the caller's deadline passed before a decision")
+                return Placement(late, held_back="deadline")
+            if key is not None:
+                self._ledger.release(key)  # the pod is decided afresh, not counted twice
             decision = schedule(pod, self._snapshot, profile, seed=seed)
-            if decision.code is not Code.Success or decision.node is None or reserve_for is None:
-                return decision, None
-            key = uuid.uuid4().hex
-            self._snapshot.assume(pod, decision.node, key)
-            self._reservations[key] = Reservation(
-                key=key,
-                node=decision.node,
-                pod=f"{pod.namespace}/{pod.name}",
-                expires_at=self._clock() + reserve_for,
-                ttl=reserve_for,
+            if not decision.placed or decision.node is None or hold_for is None:
+                return Placement(decision)
+            if not self._ledger.admits(pod, origin):
+                return Placement(decision, held_back="unconfirmed-share")
+            reservation = self._ledger.reserve(
+                key or uuid.uuid4().hex, pod, decision.node, hold_for=hold_for, origin=origin
             )
-            return decision, key
+            return Placement(decision, reservation)
+
+    def recheck(
+        self,
+        pod: PodView,
+        profile: Profile,
+        node: str,
+        *,
+        key: str,
+        hold_for: float | None,
+        seed: str | None = None,
+        give_up_at: float | None = None,
+    ) -> Placement:
+        """Re-decide a pod we placed on `node` after a later webhook changed it.
+
+        `pod` is the changed pod without our placement. Its old reservation is
+        not counted while it is checked. When it still fits `node`, `node` is
+        kept (the reservation now counts the changed pod); otherwise the
+        policy places it afresh, on another node or on none.
+        """
+        with self._lock:
+            self._ledger.expire()
+            if give_up_at is not None and self._clock() >= give_up_at:
+                late = Decision(None, Code.Skip, "the caller's deadline passed before a re-check")
+                return Placement(late, held_back="deadline")
+            if hold_for is None:  # a dry run changes nothing, not even the old reservation
+                with self._ledger.suspended(key):
+                    return Placement(self._recheck_locked(pod, profile, node, seed))
+            self._ledger.release(key)
+            decision = self._recheck_locked(pod, profile, node, seed)
+            if not decision.placed or decision.node is None:
+                return Placement(decision)
+            if decision.node != node and not self._ledger.admits(pod):
+                return Placement(decision, held_back="unconfirmed-share")
+            reservation = self._ledger.reserve(
+                key, pod, decision.node, hold_for=hold_for, origin=ADMISSION
+            )
+            return Placement(decision, reservation)
+
+    def _recheck_locked(
+        self, pod: PodView, profile: Profile, node: str, seed: str | None
+    ) -> Decision:
+        on_node = schedule(replace(pod, node_name=node), self._snapshot, profile, seed=seed)
+        return on_node if on_node.placed else schedule(pod, self._snapshot, profile, seed=seed)
+
+    def stranded(self, uid: str, pod: PodView, profile: Profile, node: str) -> str | None:
+        """For a pending pod pinned to `node`: another node that fits it, if `node` does not.
+
+        `pod` is the pod without our pin. The pinned pod itself is left out of
+        the count while it is checked (it counts on `node` as long as it waits).
+        """
+        with self._lock:
+            counted = self._snapshot.pod(uid)
+            if counted is not None:
+                self._snapshot.remove_pod(uid)
+            try:
+                on_node = schedule(replace(pod, node_name=node), self._snapshot, profile)
+                if on_node.placed:
+                    return None
+                elsewhere = schedule(pod, self._snapshot, profile)
+                return elsewhere.node if elsewhere.placed else None
+            finally:
+                if counted is not None:
+                    self._snapshot.upsert_pod(counted)
+
+    def reserve(
+        self, pod: PodView, node: str, *, hold_for: float, origin: str, key: str | None = None
+    ) -> Reservation:
+        """Reserve `node` for a pod someone else decided on (the extender's bind)."""
+        with self._lock:
+            self._ledger.expire()
+            return self._ledger.reserve(
+                key or uuid.uuid4().hex, pod, node, hold_for=hold_for, origin=origin
+            )
 
     def release(self, key: str) -> bool:
-        """Give reservation `key` back now (its bind failed); False when already gone.
-
-        The admission path cannot know when a pod it placed is rejected later
-        and relies on the TTL; a binder knows at once and should not keep a
-        phantom pod on the node until then.
-        """
+        """Give reservation `key` back now (its decision failed); False when already gone."""
         with self._lock:
-            if self._reservations.pop(key, None) is None:
-                return False
-            self._snapshot.forget(key)
-            return True
+            return self._ledger.release(key) is not None
 
     def expire_reservations(self) -> int:
         with self._lock:
-            return self._expire_locked()
-
-    def _expire_locked(self) -> int:
-        now = self._clock()
-        expired = [r.key for r in self._reservations.values() if r.expires_at <= now]
-        for key in expired:
-            self._snapshot.forget(key)
-            del self._reservations[key]
-        return len(expired)
+            return len(self._ledger.expire())
 
 
 def _reservation_key(obj: Mapping[str, Any]) -> str | None:

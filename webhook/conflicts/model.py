@@ -35,10 +35,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from webhook.policy import marks
 from webhook.policy.model import PodView
 
-SELECTED_NODE_ANNOTATION: Final = "placement-webhook.io/selected-node"
-BOUND_BY_ANNOTATION: Final = "placement-webhook.io/bound-by"
+SELECTED_NODE_ANNOTATION: Final = marks.SELECTED_NODE
+BOUND_BY_ANNOTATION: Final = marks.BOUND_BY
 """Set on the Binding by the reconciler: `reconciler/<identity>`."""
 
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"

@@ -8,6 +8,7 @@ tests, the demo and the experiments talk to their endpoints (/readyz,
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import ssl
 import subprocess
@@ -49,8 +50,18 @@ class ServedProcess:
         return str(self.get("/metrics", timeout=5)[1])
 
     def stop(self, sig: int = signal.SIGTERM, grace: float = 10.0) -> None:
+        """Signal the process; SIGKILL goes to its whole process group when it leads one.
+
+        gunicorn runs the app in a worker process: a SIGKILL of the arbiter alone
+        would leave the worker serving. A container runtime, an OOM kill or a
+        node crash takes both, which is what a killed replica means.
+        """
         if self.process.poll() is None:
-            self.process.send_signal(sig)
+            if sig == signal.SIGKILL and _leads_group(self.process.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+            else:
+                self.process.send_signal(sig)
             try:
                 self.process.wait(grace)
             except subprocess.TimeoutExpired:
@@ -61,3 +72,10 @@ class ServedProcess:
         with contextlib.suppress(FileNotFoundError):
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
         return "(no log)"
+
+
+def _leads_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False

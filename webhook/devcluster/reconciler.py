@@ -1,6 +1,6 @@
 """Run `placement-webhook reconcile` beside the local control plane.
 
-A real process, as in a cluster: its own Lease, its own view, binding through
+A real process, as in a cluster: the decision Lease, its own view, binding through
 the API server; its HTTP endpoint (/readyz, /metrics, /debug/conflicts) is on
 a free loopback port. `fast_lease` uses short lease timings (4 s lease, 3 s
 renew deadline, 0.5 s retry) so tests and demos do not wait long.
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from webhook.devcluster.cluster import DevCluster, DevClusterError, _die_with_parent, free_port
 from webhook.devcluster.process import ServedProcess
+from webhook.reconciler.options import DEFAULT_LEASE_NAME
 
 FAST_LEASE = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5")
 
@@ -38,8 +39,15 @@ class ReconcilerProcess(ServedProcess):
         return 0.0
 
     def leads(self) -> bool:
+        """Holds the Lease (it may still be waiting for its view to be fresh)."""
         with contextlib.suppress(OSError):
             return bool(self.get("/readyz")[1].get("leader"))
+        return False
+
+    def decides(self) -> bool:
+        """Holds the Lease and its view is fresh past the takeover: it binds."""
+        with contextlib.suppress(OSError):
+            return bool(self.get("/readyz")[1].get("deciding"))
         return False
 
 
@@ -47,7 +55,7 @@ def start_reconciler(
     cluster: DevCluster,
     identity: str,
     *,
-    lease_name: str = "placement-webhook-reconciler",
+    lease_name: str = DEFAULT_LEASE_NAME,
     namespace: str = "placement-webhook",
     policy: Path | None = None,
     extra: Sequence[str] = (),

@@ -1,8 +1,10 @@
 """Run our own webhook beside the local control plane and register it.
 
 The API server calls the webhook at https://127.0.0.1:PORT/mutate, trusting
-the CA from `certs`. The webhook runs as a real `placement-webhook serve`
-process (gunicorn, TLS), exactly as in a cluster, only outside of it.
+the CA from `certs`. The webhook runs as real `placement-webhook serve`
+processes (gunicorn, TLS), exactly as in a cluster, only outside of it: by
+default as many replicas as `deploy/` ships, behind a round-robin TCP
+balancer that stands in for the Service, contending for one decision Lease.
 """
 
 from __future__ import annotations
@@ -13,22 +15,92 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import certs
 from webhook.admission.registration import CONFIGURATION_NAME, webhook_configuration
+from webhook.devcluster.balancer import Balancer
 from webhook.devcluster.cluster import DevCluster, DevClusterError, _die_with_parent, free_port
+from webhook.devcluster.objects import ensure_namespace
 from webhook.devcluster.process import ServedProcess
 from webhook.kube import ApiError, Kube
 
+#: What deploy/base ships (the webhook Deployment's replicas).
+DEPLOYED_REPLICAS = 2
+#: Short lease timings for tests and demos (4 s lease, 3 s renew deadline, 0.5 s retry).
+FAST_LEASE = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5")
+OWN_NAMESPACE = "placement-webhook"
 
+
+@dataclass
 class WebhookProcess(ServedProcess):
     """A running `placement-webhook serve`; its CA is in `tls_dir`."""
+
+    identity: str = ""
 
     @property
     def tls_dir(self) -> Path:
         assert self.ca_file is not None
         return self.ca_file.parent
+
+    @property
+    def replicas(self) -> list[WebhookProcess]:
+        return [self]
+
+    def deciding(self) -> bool:
+        """Whether this replica holds the decision Lease and decides (its /readyz says)."""
+        with contextlib.suppress(OSError, ValueError):
+            return bool(self.get("/readyz")[1].get("deciding"))
+        return False
+
+
+@dataclass
+class WebhookSet:
+    """Replicas of `serve` behind a balancer: what the API server calls, as a Service."""
+
+    members: list[WebhookProcess]
+    balancer: Balancer
+    url: str
+    tls_dir: Path
+    log: Path
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def replicas(self) -> list[WebhookProcess]:
+        return list(self.members)
+
+    @property
+    def ca_file(self) -> Path:
+        return self.tls_dir / "ca.crt"
+
+    def get(self, path: str, timeout: float = 2.0) -> tuple[int, Any]:
+        """GET `path` through the balancer (some replica answers)."""
+        return (
+            self.members[0].get(path, timeout)
+            if len(self.members) == 1
+            else _via(self, path, timeout)
+        )
+
+    def leader(self) -> WebhookProcess | None:
+        return next((m for m in self.members if m.process.poll() is None and m.deciding()), None)
+
+    def metrics(self) -> str:
+        return "\n".join(m.metrics() for m in self.members if m.process.poll() is None)
+
+    def stop(self, sig: int = 15, grace: float = 10.0) -> None:
+        for member in self.members:
+            member.stop(sig, grace)
+        self.balancer.stop()
+
+    def tail_log(self, lines: int = 30) -> str:
+        return "\n".join(f"--- {m.identity}\n{m.tail_log(lines)}" for m in self.members)
+
+
+def _via(hooks: WebhookSet, path: str, timeout: float) -> tuple[int, Any]:
+    probe = ServedProcess(hooks.members[0].process, hooks.url, hooks.log, ca_file=hooks.ca_file)
+    return probe.get(path, timeout)
 
 
 def start_webhook(
@@ -39,10 +111,22 @@ def start_webhook(
     extra_args: Sequence[str] = (),
     tls_dir: Path | None = None,
     timeout: float = 60.0,
+    lease_name: str | None = None,
+    fast_lease: bool = True,
+    wait: bool = True,
 ) -> WebhookProcess:
-    """Start `placement-webhook serve` against the cluster and wait until /readyz is ok."""
+    """Start one `placement-webhook serve` against the cluster and wait until /readyz is ok.
+
+    It contends for the decision Lease `lease_name` (the default one when
+    None) in the webhook's own namespace, as a deployed replica does.
+    """
     tls = tls_dir or cluster.workdir / f"{name}-tls"
     certs.ensure_serving_pair(tls, ["localhost"], ["127.0.0.1"])
+    kube = Kube(cluster.kubeconfig)
+    try:
+        ensure_namespace(kube, OWN_NAMESPACE)
+    finally:
+        kube.close()
     port = free_port()
     log = cluster.log_path(name)
     args = [
@@ -51,6 +135,10 @@ def start_webhook(
         "--bind", f"127.0.0.1:{port}",
         "--tls-cert", str(tls / "tls.crt"),
         "--tls-key", str(tls / "tls.key"),
+        "--namespace", OWN_NAMESPACE,
+        "--identity", name,
+        *(["--lease-name", lease_name] if lease_name else []),
+        *(FAST_LEASE if fast_lease else ()),
         *(["--policy", str(policy)] if policy else []),
         *extra_args,
     ]  # fmt: skip
@@ -60,26 +148,88 @@ def start_webhook(
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: SIGKILL takes the worker too
             preexec_fn=_die_with_parent,
         )
-    hook = WebhookProcess(process, f"https://127.0.0.1:{port}", log, ca_file=tls / "ca.crt")
+    hook = WebhookProcess(
+        process, f"https://127.0.0.1:{port}", log, ca_file=tls / "ca.crt", identity=name
+    )
+    if wait:
+        wait_ready(hook, timeout)
+    return hook
+
+
+def wait_ready(hook: WebhookProcess, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise DevClusterError(f"webhook exited ({process.returncode}):\n{hook.tail_log()}")
+        if hook.process.poll() is not None:
+            raise DevClusterError(f"webhook exited ({hook.process.returncode}):\n{hook.tail_log()}")
         with contextlib.suppress(OSError):
             status, _ = hook.get("/readyz")
             if status == 200:
-                return hook
+                return
         time.sleep(0.2)
     hook.stop()
     raise DevClusterError(f"webhook not ready after {timeout:.0f}s:\n{hook.tail_log()}")
 
 
+def start_replicas(
+    cluster: DevCluster,
+    replicas: int = DEPLOYED_REPLICAS,
+    *,
+    name: str = "webhook",
+    policy: str | os.PathLike[str] | None = None,
+    extra_args: Sequence[str] = (),
+    lease_name: str | None = None,
+    fast_lease: bool = True,
+    timeout: float = 60.0,
+) -> WebhookSet:
+    """`replicas` serve processes sharing one certificate and one Lease, behind a balancer.
+
+    Returns once every replica is ready and one of them decides.
+    """
+    tls = cluster.workdir / f"{name}-tls"
+    members = [
+        start_webhook(
+            cluster,
+            name=f"{name}-{i}",
+            policy=policy,
+            extra_args=extra_args,
+            tls_dir=tls,
+            lease_name=lease_name,
+            fast_lease=fast_lease,
+            wait=False,
+        )
+        for i in range(replicas)
+    ]
+    try:
+        for member in members:
+            wait_ready(member, timeout)
+        backends = [("127.0.0.1", int(m.url.rsplit(":", 1)[1])) for m in members]
+        balancer = Balancer(backends).start()
+        hooks = WebhookSet(
+            members, balancer, f"https://{balancer.address}", tls, cluster.log_path(name)
+        )
+        deadline = time.monotonic() + timeout
+        while hooks.leader() is None:
+            if time.monotonic() > deadline:
+                raise DevClusterError(f"no replica decides after {timeout:.0f}s")
+            time.sleep(0.1)
+    except BaseException:
+        for member in members:
+            member.stop()
+        raise
+    return hooks
+
+
 def register_webhook(
-    kube: Kube, hook: WebhookProcess, *, name: str = CONFIGURATION_NAME, timeout_seconds: int = 2
+    kube: Kube,
+    hook: WebhookProcess | WebhookSet,
+    *,
+    name: str = CONFIGURATION_NAME,
+    timeout_seconds: int = 2,
 ) -> None:
-    """Create (or replace) the MutatingWebhookConfiguration pointing at `hook`."""
+    """Create (or replace) the MutatingWebhookConfiguration pointing at `hook` (or the set)."""
     bundle = certs.ca_bundle((hook.tls_dir / "ca.crt").read_bytes())
     body = webhook_configuration(
         ca_bundle=bundle, url=hook.url, name=name, timeout_seconds=timeout_seconds

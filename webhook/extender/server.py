@@ -46,8 +46,9 @@ class ExtenderSettings:
     """Binding writes per second (client-go's qps); <= 0: unlimited."""
     kube_burst: int = 100
     """Binding writes allowed in a burst (client-go's burst)."""
-    assume_ttl: float = 30.0
-    """Seconds a bound pod counts in the cache before the watch must have delivered it."""
+    bind_timeout: float = 30.0
+    """Seconds a Binding request may take; a reservation waits that plus the
+    policy's grace for the watch to deliver the bound pod."""
 
     @property
     def tls(self) -> bool:
@@ -69,7 +70,7 @@ def build_app(
         scoring=settings.scoring,
         ready=source.ready,
         limiter=TokenBucket(settings.kube_qps, settings.kube_burst),
-        assume_ttl=settings.assume_ttl,
+        bind_timeout=settings.bind_timeout,
     )
     return create_app(extender)
 

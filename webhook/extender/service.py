@@ -14,10 +14,13 @@ each answer does to kube-scheduler decides the failure handling:
   neutral case, never with a 500: the scheduler's own filters still apply.
 - bind: POST pods/NAME/binding with the pod's uid as precondition (a pod
   deleted and re-created under the same name is never bound by mistake). The
-  pod is counted on its node *before* the write and forgotten if the write
-  fails, so the next filter call, which kube-scheduler may send while the
-  binding is still in flight, already sees it. The watch then delivers the
-  bound pod (same uid), which replaces the assumption; a TTL covers the rest.
+  pod is reserved on its node in the view's ledger *before* the write and
+  released if the write fails, so the next filter call, which kube-scheduler
+  may send while the binding is still in flight, already sees it. The
+  Binding carries the reservation key as an annotation (the API server copies
+  it onto the pod), so the watch delivering the bound pod ends the
+  reservation; one whose pod never shows up ends shortly after the bind's
+  timeout (webhook.cluster.ledger).
 """
 
 from __future__ import annotations
@@ -25,20 +28,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from webhook.cluster.ledger import EXTENDER
 from webhook.cluster.view import ClusterView
 from webhook.extender import wire
 from webhook.extender.ratelimit import TokenBucket
 from webhook.extender.verdicts import Scoring, filter_nodes, prioritize_nodes
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import RESERVATION_ANNOTATION, ClusterSnapshot, PodView
 from webhook.policy.profile import Policy, Profile
 
 log = logging.getLogger(__name__)
 
-ASSUME_PREFIX = "extender-"
 RECENT_PODS = 4096
 NOT_SYNCED = "placement-webhook extender: cluster cache not synced"
 
@@ -49,11 +52,13 @@ class BindingClient(Protocol):
     def create(self, path: str, body: Mapping[str, Any], **params: Any) -> dict[str, Any]: ...
 
 
-def binding_body(args: wire.BindingArgs) -> dict[str, Any]:
+def binding_body(args: wire.BindingArgs, reservation: str | None = None) -> dict[str, Any]:
     """A v1 Binding; metadata.uid makes the API server check the pod's identity."""
     meta: dict[str, Any] = {"name": args.pod_name, "namespace": args.pod_namespace}
     if args.pod_uid:
         meta["uid"] = args.pod_uid
+    if reservation:
+        meta["annotations"] = {RESERVATION_ANNOTATION: reservation}
     return {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -74,13 +79,13 @@ class Extender:
         scoring: Scoring = Scoring.DECISIVE,
         ready: Callable[[], bool] = lambda: True,
         limiter: TokenBucket | None = None,
-        assume_ttl: float = 30.0,
+        bind_timeout: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.view, self.policy, self.binder, self.scoring = view, policy, binder, scoring
-        self.ready, self.limiter, self.assume_ttl, self.clock = ready, limiter, assume_ttl, clock
+        self.ready, self.limiter, self.clock = ready, limiter, clock
+        self.hold_for = bind_timeout + policy.placement.reservation_grace_seconds
         self._recent: OrderedDict[str, PodView] = OrderedDict()
-        self._assumed: deque[tuple[float, str]] = deque()
         self._lock = threading.Lock()
 
     # ---- shared --------------------------------------------------------
@@ -103,16 +108,10 @@ class Extender:
                     self._recent.popitem(last=False)
         return pod, profile, ""
 
-    def _expire(self, snapshot: ClusterSnapshot) -> None:
-        now = self.clock()
-        with self._lock:
-            while self._assumed and self._assumed[0][0] <= now:
-                snapshot.forget(self._assumed.popleft()[1])
-
     @property
     def assumed(self) -> int:
-        with self._lock:
-            return len(self._assumed)
+        """Pods reserved by binds whose bound pod the watch has not delivered yet."""
+        return sum(1 for r in self.view.reservations() if r.origin == EXTENDER)
 
     # ---- verbs ---------------------------------------------------------
     def filter(self, args: wire.ExtenderArgs) -> tuple[wire.FilterResultJSON, str]:
@@ -124,7 +123,6 @@ class Extender:
             return wire.filter_result(args, args.node_names), "no-opinion"
 
         def run(snapshot: ClusterSnapshot) -> Any:
-            self._expire(snapshot)
             return filter_nodes(pod, snapshot, profile, args.node_names)
 
         try:
@@ -142,7 +140,6 @@ class Extender:
             return wire.host_priorities(zero), "no-opinion"
 
         def run(snapshot: ClusterSnapshot) -> Any:
-            self._expire(snapshot)
             return prioritize_nodes(pod, snapshot, profile, args.node_names, self.scoring)
 
         try:
@@ -155,26 +152,23 @@ class Extender:
     def bind(self, args: wire.BindingArgs) -> tuple[wire.BindingResultJSON, str]:
         if self.binder is None:
             return wire.binding_result("placement-webhook extender: binding is not enabled"), "off"
-        key = ASSUME_PREFIX + (args.pod_uid or f"{args.pod_namespace}/{args.pod_name}")
         with self._lock:
             pod = self._recent.pop(args.pod_uid, None) if args.pod_uid else None
-
-        def assume(snapshot: ClusterSnapshot) -> None:
-            self._expire(snapshot)
-            known = pod or (snapshot.pod(args.pod_uid) if args.pod_uid else None)
-            if known is not None:
-                snapshot.assume(known, args.node, key)
-                with self._lock:
-                    self._assumed.append((self.clock() + self.assume_ttl, key))
-
-        self.view.evaluate(assume)
+        if pod is None and args.pod_uid:
+            pod = self.view.evaluate(lambda snapshot: snapshot.pod(args.pod_uid))
+        reservation = None
+        if pod is not None:
+            reservation = self.view.reserve(
+                pod, args.node, hold_for=self.hold_for, origin=EXTENDER
+            ).key
         if self.limiter is not None:
             self.limiter.wait()
         path = f"/api/v1/namespaces/{args.pod_namespace}/pods/{args.pod_name}/binding"
         try:
-            self.binder.create(path, binding_body(args))
+            self.binder.create(path, binding_body(args, reservation))
         except Exception as err:
-            self.view.evaluate(lambda snapshot: snapshot.forget(key))
+            if reservation is not None:
+                self.view.release(reservation)
             status = getattr(err, "status", None)
             log.warning("bind %s/%s to %s failed: %s", args.pod_namespace, args.pod_name,
                         args.node, err)  # fmt: skip

@@ -15,11 +15,15 @@ Accounting rules:
   terminal: Succeeded/Failed pods and terminating pods (deletionTimestamp)
   count for nothing (kube-scheduler keeps terminating pods; see the module
   notes in framework.py for this deliberate difference);
+- a pending pod this webhook pinned to one node (nodeAffinity mode: the
+  selected-node annotation and a required `metadata.name` term naming only
+  that node in every term) counts against that node too: it can land nowhere
+  else, and every replica sees it, not just the one that pinned it;
 - quantities are exact: cpu in millicores, everything else in units
   (bytes), both rounded up like resource.Quantity;
-- reservations (`assume`) count exactly like bound pods until `forget`, or
-  until the real pod (same uid, or annotation
-  `placement-webhook.io/reservation` equal to the key) arrives.
+- tentative pods (`assume(key, ...)`) count exactly like bound pods until
+  `forget(key)`. When that happens is the reservation ledger's business
+  (webhook.cluster.ledger); the snapshot only counts.
 
 Not thread-safe: the caller serialises access.
 """
@@ -35,6 +39,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from webhook.policy.marks import RESERVATION, SELECTED_NODE, pinned_node
 from webhook.policy.quantity import QuantityError, parse_quantity
 from webhook.policy.selectors import (
     NOTHING,
@@ -47,6 +52,7 @@ from webhook.policy.selectors import (
 
 __all__ = [
     "RESERVATION_ANNOTATION",
+    "SELECTED_NODE_ANNOTATION",
     "AffinityTerm",
     "ClusterSnapshot",
     "HostPort",
@@ -64,7 +70,8 @@ __all__ = [
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-RESERVATION_ANNOTATION: Final = "placement-webhook.io/reservation"
+RESERVATION_ANNOTATION: Final = RESERVATION
+SELECTED_NODE_ANNOTATION: Final = SELECTED_NODE
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
 EPHEMERAL: Final = "ephemeral-storage"
@@ -198,12 +205,20 @@ class PodView:
     num_containers: int = 0
     controller_kind: str | None = None
     reservation: str | None = None
+    """The reservation key the pod carries (annotation placement-webhook.io/reservation)."""
+    pinned_node: str | None = None
+    """The node a pending pod was pinned to by this webhook (nodeAffinity mode)."""
     skip_reason: str | None = None
 
     @property
     def key(self) -> str:
         """namespace/name, the pod's identity before the API server assigns a uid."""
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def counted_node(self) -> str | None:
+        """The node this pod counts against while it is not terminal: bound, or pinned by us."""
+        return self.node_name or self.pinned_node
 
     @property
     def has_pod_affinity(self) -> bool:
@@ -501,6 +516,7 @@ def _parse_pod(pod: Mapping[str, Any]) -> PodView:
         reservation=str(annotations[RESERVATION_ANNOTATION])
         if RESERVATION_ANNOTATION in annotations
         else None,
+        pinned_node=None if spec.get("nodeName") else pinned_node(pod),
         skip_reason=_skip_reason(spec),
     )
 
@@ -585,7 +601,7 @@ class LabelColumn:
 
 
 class ClusterSnapshot:
-    """Nodes, pods, namespaces and reservations, with incremental indexes."""
+    """Nodes, pods, namespaces and tentative pods, with incremental indexes."""
 
     def __init__(self) -> None:
         self.version = 0
@@ -637,10 +653,6 @@ class ClusterSnapshot:
         self._ns_ids: dict[str, int] = {}
         self._ns_names: list[str] = []
         self._ns_labels: dict[str, Mapping[str, str]] = {}
-        # reservations
-        self._reservations: dict[str, str] = {}  # key -> entry key
-        self._reservation_by_uid: dict[str, str] = {}  # pod uid -> key
-        self._reservation_of_pod: dict[str, str] = {}  # pending real pod -> key
         self._image_cache: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
 
     # ------------------------------------------------------------ builders
@@ -728,12 +740,17 @@ class ClusterSnapshot:
     def pods(self) -> Iterator[PodView]:
         return iter(self._pods.values())
 
-    def reservations(self) -> dict[str, tuple[PodView, str]]:
-        out = {}
-        for key, ek in self._reservations.items():
-            pv, node, _ = self._entries[ek]
-            out[key] = (pv, node)
-        return out
+    def tentative(self, key: str) -> tuple[PodView, str] | None:
+        """The pod counted under `assume(key, ...)` and its node, or None."""
+        entry = self._entries.get(_RES_PREFIX + key)
+        return None if entry is None else (entry[0], entry[1])
+
+    def total_allocatable(self, resource: str) -> int:
+        """Allocatable `resource` summed over every node (0 when no node has it)."""
+        col = self._res_col.get(resource)
+        if col is None or not len(self.alive):
+            return 0
+        return int(self.allocatable[self.alive, col].sum())
 
     def resource_column(self, name: str) -> int | None:
         return self._res_col.get(name)
@@ -1102,63 +1119,39 @@ class ClusterSnapshot:
                         del table[t]
 
     def upsert_pod(self, pod: Mapping[str, Any] | PodView) -> None:
-        """Add or update a pod (moves, phase changes, deletion marks all handled).
-
-        A reservation made for this pod (same uid, or annotation
-        placement-webhook.io/reservation equal to its key) is dropped as soon
-        as the real pod counts (bound and not terminal) or becomes terminal;
-        while the real pod is still pending (nodeAffinity mode) the
-        reservation keeps holding the slot, so nothing is counted twice and
-        nothing is counted zero times.
-        """
+        """Add or update a pod (moves, phase changes, deletion marks all handled)."""
         pv = pod if isinstance(pod, PodView) else PodView.from_dict(pod)
         uid = pv.uid or pv.key
-        keys = [k for k in (pv.reservation, self._reservation_by_uid.get(pv.uid)) if k]
-        if keys:
-            if pv.node_name or pv.is_terminal:
-                for k in keys:
-                    self.forget(k)
-            else:
-                for k in keys:
-                    self._reservation_of_pod[uid] = k
         old = self._pods.get(uid)
         if old is not None and old == pv:
             return
         if old is not None:
             self._uncount(uid)
         self._pods[uid] = pv
-        if pv.node_name and not pv.is_terminal:
-            self._count(uid, pv, pv.node_name)
+        node = pv.counted_node
+        if node and not pv.is_terminal:
+            self._count(uid, pv, node)
         self.version += 1
 
     def remove_pod(self, uid: str) -> None:
         """Remove a pod by uid (namespace/name for pods without a uid)."""
-        key = self._reservation_of_pod.pop(uid, None)
-        if key is not None:
-            self.forget(key)
         if self._pods.pop(uid, None) is not None:
             self._uncount(uid)
             self.version += 1
 
-    # ------------------------------------------------------------ reservations
+    # ------------------------------------------------------------ tentative pods
 
-    def assume(self, pod: PodView, node_name: str, key: str) -> None:
-        """Count `pod` on `node_name` until `forget(key)` or the real pod arrives."""
+    def assume(self, key: str, pod: PodView, node_name: str) -> None:
+        """Count `pod` on `node_name` under `key` until `forget(key)`.
+
+        A pod that is already counted as itself (it exists, bound or pinned)
+        is not counted a second time.
+        """
         self.forget(key)
-        uid = pod.uid
-        if uid and uid in self._entries:
-            return  # the real pod is already counted
-        ek = _RES_PREFIX + key
-        self._reservations[key] = ek
-        if uid:
-            self._reservation_by_uid[uid] = key
-        self._count(ek, replace(pod, node_name=node_name), node_name)
+        if pod.uid and pod.uid in self._entries:
+            return
+        self._count(_RES_PREFIX + key, replace(pod, node_name=node_name), node_name)
 
     def forget(self, key: str) -> None:
-        ek = self._reservations.pop(key, None)
-        if ek is None:
-            return
-        entry = self._entries.get(ek)
-        if entry is not None and entry[0].uid:
-            self._reservation_by_uid.pop(entry[0].uid, None)
-        self._uncount(ek)
+        """Stop counting the tentative pod `key` (no-op when it is not counted)."""
+        self._uncount(_RES_PREFIX + key)

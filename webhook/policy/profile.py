@@ -105,6 +105,8 @@ _PLACEMENT_FIELDS: Final = frozenset(
         "mode",
         "schedulerName",
         "reservationTTLSeconds",
+        "reservationGraceSeconds",
+        "maxUnconfirmedShare",
         "conflictPolicy",
     }
 )
@@ -166,8 +168,12 @@ class PlacementSettings:
     """nodeName: set spec.nodeName; nodeAffinity: pin with required node affinity."""
     scheduler_name: str = DEFAULT_SCHEDULER
     """Profile used for pods with schedulerName "", default-scheduler or placement-webhook."""
-    reservation_ttl_seconds: float = 30.0
-    """How long an admission-time reservation counts before the pod shows up."""
+    reservation_grace_seconds: float = 3.0
+    """How long past its caller's timeout (the API server's webhook timeout, a
+    bind request's) a reservation waits for its pod before giving the slot back."""
+    max_unconfirmed_share: float = 0.5
+    """The largest share of the cluster's cpu, memory or pod slots that
+    reservations whose pods have not appeared yet may hold at once."""
     conflict_policy: str = "report"
     """report | evict: what to do when an overcommitted node is detected."""
 
@@ -511,16 +517,26 @@ def _placement(cfg: Mapping[str, Any], doc: _Doc) -> PlacementSettings:
     sched = cfg.get("schedulerName", DEFAULT_SCHEDULER)
     if not isinstance(sched, str) or not sched:
         raise doc.error("schedulerName", "must be a non-empty string")
-    ttl = cfg.get("reservationTTLSeconds", 30)
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
-        raise doc.error("reservationTTLSeconds", f"must be a positive number, got {ttl!r}")
+    if "reservationTTLSeconds" in cfg:
+        raise doc.error(
+            "reservationTTLSeconds",
+            "was replaced by reservationGraceSeconds: a reservation now lasts its "
+            "caller's timeout (the API server's webhook timeout) plus that grace",
+        )
+    grace = cfg.get("reservationGraceSeconds", 3)
+    if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 < grace <= 60:
+        raise doc.error("reservationGraceSeconds", f"must be a number in (0, 60], got {grace!r}")
+    share = cfg.get("maxUnconfirmedShare", 0.5)
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        raise doc.error("maxUnconfirmedShare", f"must be a number in (0, 1], got {share!r}")
     conflict = cfg.get("conflictPolicy", "report")
     if conflict not in ("report", "evict"):
         raise doc.error("conflictPolicy", f"must be report or evict, got {conflict!r}")
     return PlacementSettings(
         mode=str(mode),
         scheduler_name=sched,
-        reservation_ttl_seconds=float(ttl),
+        reservation_grace_seconds=float(grace),
+        max_unconfirmed_share=float(share),
         conflict_policy=str(conflict),
     )
 

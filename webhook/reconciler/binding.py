@@ -26,10 +26,11 @@ from typing import Any, Final
 
 from webhook.conflicts.model import BOUND_BY_ANNOTATION, SELECTED_NODE_ANNOTATION
 from webhook.kube import Requester
+from webhook.policy import marks
 
 log = logging.getLogger(__name__)
 
-RESERVATION_ANNOTATION: Final = "placement-webhook.io/reservation"
+RESERVATION_ANNOTATION: Final = marks.RESERVATION
 
 BOUND: Final = "bound"
 ALREADY_BOUND: Final = "already-bound"

@@ -16,6 +16,9 @@
   which no two leaders act; a bind request is given at most that long.
 - On shutdown the leader releases the lease (empty holder, duration 1 s),
   so a standby takes over at its next retry instead of after a lease duration.
+- The holder publishes where it answers (annotation
+  `placement-webhook.io/leader-url`), so webhook followers can hand their
+  admission reviews to the one replica that decides.
 
 `LeaseRecord`, `next_record` and `may_take` are pure; `LeaseLock` and
 `LeaderElector` are the shell.
@@ -37,6 +40,7 @@ from webhook.kube import Requester
 log = logging.getLogger(__name__)
 
 JITTER = 1.2  # client-go's JitterFactor for the acquire loop
+LEADER_URL_ANNOTATION = "placement-webhook.io/leader-url"
 
 
 @dataclass(frozen=True)
@@ -69,16 +73,20 @@ class LeaseRecord:
     acquire_time: str
     renew_time: str
     transitions: int
+    leader_url: str = ""
+    """Where the holder answers forwarded admission reviews ("" when it does not)."""
 
     @staticmethod
     def from_lease(lease: Mapping[str, Any]) -> LeaseRecord:
         spec = lease.get("spec") or {}
+        annotations = (lease.get("metadata") or {}).get("annotations") or {}
         return LeaseRecord(
             holder=str(spec.get("holderIdentity") or ""),
             duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
             acquire_time=str(spec.get("acquireTime") or ""),
             renew_time=str(spec.get("renewTime") or ""),
             transitions=int(spec.get("leaseTransitions") or 0),
+            leader_url=str(annotations.get(LEADER_URL_ANNOTATION) or ""),
         )
 
     def to_spec(self) -> dict[str, Any]:
@@ -106,13 +114,19 @@ def may_take(
 
 
 def next_record(
-    observed: LeaseRecord | None, identity: str, duration_seconds: int, stamp: str
+    observed: LeaseRecord | None,
+    identity: str,
+    duration_seconds: int,
+    stamp: str,
+    leader_url: str = "",
 ) -> LeaseRecord:
     """The record to write: a renewal keeps acquireTime and transitions, a takeover bumps them."""
     if observed is not None and observed.holder == identity:
-        return replace(observed, duration_seconds=duration_seconds, renew_time=stamp)
+        return replace(
+            observed, duration_seconds=duration_seconds, renew_time=stamp, leader_url=leader_url
+        )
     transitions = observed.transitions + 1 if observed is not None else 0
-    return LeaseRecord(identity, duration_seconds, stamp, stamp, transitions)
+    return LeaseRecord(identity, duration_seconds, stamp, stamp, transitions, leader_url)
 
 
 # ------------------------------------------------------------------ shell
@@ -155,6 +169,8 @@ class LeaseLock:
 
     def _body(self, record: LeaseRecord, resource_version: str | None) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        url = record.leader_url
+        meta["annotations"] = {LEADER_URL_ANNOTATION: url} if url else {}
         if resource_version is not None:
             meta["resourceVersion"] = resource_version
         spec = {k: v for k, v in record.to_spec().items() if v is not None}
@@ -178,6 +194,7 @@ class LeaderElector:
         on_started: Callable[[], None] = lambda: None,
         on_stopped: Callable[[], None] = lambda: None,
         on_new_leader: Callable[[str], None] = lambda _holder: None,
+        advertise_url: str = "",
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         rand: Callable[[], float] = random.random,
@@ -185,6 +202,7 @@ class LeaderElector:
         self.lock, self.identity, self.settings = lock, identity, settings
         self.on_started, self.on_stopped, self.on_new_leader = on_started, on_stopped, on_new_leader
         self.clock, self.wall, self.rand = clock, wall, rand
+        self.advertise_url = advertise_url
         self._guard = threading.Lock()
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
@@ -204,6 +222,11 @@ class LeaderElector:
     def holder(self) -> str:
         with self._guard:
             return self._observed.holder if self._observed else ""
+
+    def leader_url(self) -> str:
+        """Where the current holder (as last observed) answers forwarded reviews, or ""."""
+        with self._guard:
+            return self._observed.leader_url if self._observed else ""
 
     def leading_for(self) -> float:
         """Seconds of leadership left without another renewal (0 when not leading)."""
@@ -229,7 +252,7 @@ class LeaderElector:
         if observed is None or observed.holder != self.identity or version is None:
             return False
         stamp = micro_time(self.wall())
-        record = LeaseRecord("", 1, stamp, stamp, observed.transitions)
+        record = LeaseRecord("", 1, stamp, stamp, observed.transitions)  # no url: nobody leads
         try:
             self.lock.update(record, version)
         except Exception as err:
@@ -246,8 +269,9 @@ class LeaderElector:
         stamp = micro_time(self.wall())
         with self._guard:
             observed, version, leading = self._observed, self._version, self._leading
+        url = self.advertise_url
         if leading and observed is not None and version is not None:
-            record = next_record(observed, self.identity, duration, stamp)
+            record = next_record(observed, self.identity, duration, stamp, url)
             try:  # fast path: the leader writes over what it wrote last
                 self._wrote(record, self.lock.update(record, version), start)
                 return True
@@ -256,7 +280,7 @@ class LeaderElector:
         try:
             current = self.lock.get()
             if current is None:
-                record = next_record(None, self.identity, duration, stamp)
+                record = next_record(None, self.identity, duration, stamp, url)
                 self._wrote(record, self.lock.create(record), start)
                 return True
             seen, seen_version = current
@@ -269,7 +293,7 @@ class LeaderElector:
             self._report_holder(seen.holder)
             if not may_take(seen, observed_at, self.identity, now):
                 return False
-            record = next_record(seen, self.identity, duration, stamp)
+            record = next_record(seen, self.identity, duration, stamp, url)
             self._wrote(record, self.lock.update(record, seen_version), start)
             return True
         except Exception as err:

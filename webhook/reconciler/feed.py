@@ -24,10 +24,11 @@ import orjson
 from webhook.cluster.view import ClusterView
 from webhook.conflicts.model import PodRecord
 from webhook.conflicts.store import ConflictStore
+from webhook.policy import marks
 from webhook.policy.model import NodeView
 from webhook.reconciler.queue import ClusterEvent
 
-SCHEDULER_NAME: Final = "placement-webhook"
+SCHEDULER_NAME: Final = marks.SCHEDULER_NAME
 
 
 def is_pending_ours(pod: Mapping[str, Any]) -> bool:
@@ -170,5 +171,5 @@ class Feed:
         if change is not None:
             self.on_event(change)
 
-    def touch(self, kind: str) -> None:
-        self.view.touch(kind)
+    def touch(self, kind: str, resource_version: str = "") -> None:
+        self.view.touch(kind, resource_version)

@@ -13,28 +13,33 @@ from collections.abc import Callable
 Env = Callable[..., "str | None"]
 
 DEFAULT_BIND = "0.0.0.0:8081"
-DEFAULT_LEASE_NAME = "placement-webhook-reconciler"
+DEFAULT_LEASE_NAME = "placement-webhook"
 
 
-def add_arguments(parser: argparse.ArgumentParser, env: Env) -> None:
+def add_arguments(parser: argparse.ArgumentParser, env: Env, *, serve: bool = False) -> None:
+    """The decision core's flags; with `serve`, only those `serve` does not define itself."""
+
     def number(name: str, default: float, text: str) -> None:
         parser.add_argument(
             f"--{name}", type=float, default=float(env(name, str(default)) or default), help=text
         )
 
-    parser.add_argument("--kubeconfig", default=env("kubeconfig"), help="default: in-cluster")
-    parser.add_argument("--policy", default=env("policy"), help="policy YAML (default built in)")
-    parser.add_argument(
-        "--bind",
-        default=env("reconcile-bind", DEFAULT_BIND),
-        help="host:port of the plain-HTTP endpoint: /healthz /readyz /metrics /debug/conflicts"
-        f" (default {DEFAULT_BIND}; port 0 picks a free one)",
-    )
-    parser.add_argument(
-        "--namespace",
-        default=env("namespace", "placement-webhook"),
-        help="namespace of the leader-election Lease (the webhook's own)",
-    )
+    if not serve:
+        parser.add_argument("--kubeconfig", default=env("kubeconfig"), help="default: in-cluster")
+        parser.add_argument(
+            "--policy", default=env("policy"), help="policy YAML (default built in)"
+        )
+        parser.add_argument(
+            "--bind",
+            default=env("reconcile-bind", DEFAULT_BIND),
+            help="host:port of the plain-HTTP endpoint: /healthz /readyz /metrics "
+            f"/debug/conflicts (default {DEFAULT_BIND}; port 0 picks a free one)",
+        )
+        parser.add_argument(
+            "--namespace",
+            default=env("namespace", "placement-webhook"),
+            help="namespace of the decision Lease (the webhook's own)",
+        )
     parser.add_argument("--lease-name", default=env("lease-name", DEFAULT_LEASE_NAME))
     parser.add_argument(
         "--identity", default=env("identity"), help="lease holder identity (default host_uuid)"
@@ -46,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser, env: Env) -> None:
     number("max-backoff", 10.0, "longest retry delay of a pod")
     number("max-unschedulable", 60.0, "retry an unschedulable pod at least this often")
     number("conflict-interval", 2.0, "seconds between conflict detection passes (when changed)")
-    number("max-cache-age", 120.0, "seconds of watch silence before /readyz fails")
+    if not serve:
+        number("max-cache-age", 120.0, "seconds of watch silence before /readyz fails")
     parser.add_argument(
         "--bind-workers",
         type=int,
@@ -58,5 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser, env: Env) -> None:
         action="store_true",
         help="do not set PodScheduled=False/Unschedulable on pods that fit nowhere",
     )
-    parser.add_argument("--log-format", choices=["json", "text"], default=env("log-format", "json"))
-    parser.add_argument("--log-level", default=env("log-level", "info"))
+    if not serve:
+        parser.add_argument(
+            "--log-format", choices=["json", "text"], default=env("log-format", "json")
+        )
+        parser.add_argument("--log-level", default=env("log-level", "info"))

@@ -76,9 +76,9 @@ def namespace(name: str, labels: dict[str, str]) -> dict[str, Any]:
     return {"kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
-def make_view(nodes: list[dict[str, Any]]) -> ClusterView:
+def make_view(nodes: list[dict[str, Any]], max_unconfirmed_share: float = 0.5) -> ClusterView:
     snapshot = ClusterSnapshot.from_objects(nodes, [], [namespace("apps", OPTED_IN)])
-    view = ClusterView(snapshot, synced=True)
+    view = ClusterView(snapshot, synced=True, max_unconfirmed_share=max_unconfirmed_share)
     view.replace("Namespace", [[namespace("apps", OPTED_IN)]])
     return view
 
@@ -170,12 +170,19 @@ def test_reinvocation_on_an_already_placed_pod_is_a_no_op(client: FlaskClient) -
     assert "patch" not in again["response"]
 
 
-def test_node_affinity_mode_pins_the_node_and_keeps_existing_terms(view: ClusterView) -> None:
+OWNED = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f", "controller": True,
+          "uid": "7c1f0d2e-55a3-4f44-9b1e-1d2c3b4a5f60"}]  # fmt: skip
+
+
+def test_node_affinity_mode_pins_a_replicaset_pod_and_keeps_existing_terms(
+    view: ClusterView,
+) -> None:
     client = client_for(view, mode="nodeAffinity")
     term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "Exists"}]}
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [term]}}}  # fmt: skip
     obj = pod(cpu="2", affinity=affinity)
+    obj["metadata"]["ownerReferences"] = OWNED
 
     result = patched(obj, post(client, review(obj)).get_json())
 
@@ -190,7 +197,23 @@ def test_node_affinity_mode_pins_the_node_and_keeps_existing_terms(view: Cluster
         }
     ]
     again = post(client, review(result, uid="u2")).get_json()
-    assert "patch" not in again["response"]  # reinvocation is a no-op
+    assert "patch" not in again["response"]  # reinvocation with nothing changed is a no-op
+    assert len(view.reservations()) == 1
+
+
+def test_node_affinity_mode_only_prefers_the_node_for_a_pod_no_controller_recreates(
+    view: ClusterView,
+) -> None:
+    client = client_for(view, mode="nodeAffinity")
+    obj = pod(cpu="2")
+
+    result = patched(obj, post(client, review(obj)).get_json())
+
+    node_affinity = result["spec"]["affinity"]["nodeAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in node_affinity
+    pin = {"key": "metadata.name", "operator": "In", "values": ["big"]}
+    preferred = node_affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred == [{"weight": 100, "preference": {"matchFields": [pin]}}]
 
 
 def test_pod_in_a_namespace_without_the_label_is_left_alone(view: ClusterView) -> None:
@@ -222,7 +245,7 @@ def test_annotations_stay_small_on_a_large_cluster() -> None:
 
 
 def test_concurrent_admissions_never_share_the_last_slot() -> None:
-    view = make_view([node(f"n{i}", cpu="1") for i in range(10)])
+    view = make_view([node(f"n{i}", cpu="1") for i in range(10)], max_unconfirmed_share=1.0)
     client = client_for(view)
     placed: list[str | None] = []
 

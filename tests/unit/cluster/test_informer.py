@@ -36,7 +36,7 @@ class Recorder:
             self.objects[name] = obj
         self.calls.append(f"{event} {name}")
 
-    def touch(self, kind: str) -> None:
+    def touch(self, kind: str, resource_version: str = "") -> None:
         self.calls.append("touch")
 
 

@@ -1,15 +1,17 @@
-"""The cluster view: reservations, their hand-over to real pods, staleness."""
+"""The cluster view: reservations in the ledger, their hand-over to real pods, staleness."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from webhook.cluster.view import RESERVATION_ANNOTATION, ClusterView
-from webhook.policy.model import PodView
+from webhook.cluster.ledger import BINDER
+from webhook.cluster.view import ClusterView
+from webhook.policy.model import RESERVATION_ANNOTATION, SELECTED_NODE_ANNOTATION, PodView
 from webhook.policy.profile import default_policy
 
 PROFILE = default_policy().profile_for("")
 assert PROFILE is not None
+HOLD = 5.0
 
 
 class Clock:
@@ -27,41 +29,51 @@ def node(name: str, cpu: str = "1") -> dict[str, Any]:
 
 
 def pod(name: str, node_name: str | None = None, reservation: str | None = None,
-        cpu: str = "1") -> dict[str, Any]:  # fmt: skip
+        cpu: str = "1", pinned: str | None = None) -> dict[str, Any]:  # fmt: skip
     meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+    annotations = {}
     if reservation:
-        meta["annotations"] = {RESERVATION_ANNOTATION: reservation}
+        annotations[RESERVATION_ANNOTATION] = reservation
     spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
     if node_name:
         spec["nodeName"] = node_name
+    if pinned:
+        annotations[SELECTED_NODE_ANNOTATION] = pinned
+        pin = {"key": "metadata.name", "operator": "In", "values": [pinned]}
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [pin]}]}}}  # fmt: skip
+    meta["annotations"] = annotations
     return {"kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
 
 
-def one_node_view(clock: Clock | None = None) -> ClusterView:
+def view_of(*nodes: dict[str, Any], clock: Clock | None = None) -> ClusterView:
     view = ClusterView(clock=clock or Clock())
-    view.replace("Node", [[node("n1")]])
+    view.replace("Node", [list(nodes) or [node("n1")]])
     view.replace("Pod", [[]])
     view.replace("Namespace", [[]])
     return view
 
 
-def place(view: ClusterView, name: str, ttl: float | None = 30.0) -> tuple[str | None, str | None]:
-    decision, key = view.place(PodView.from_dict(pod(name)), PROFILE, reserve_for=ttl)
-    return decision.node, key
+def place(view: ClusterView, name: str, hold: float | None = HOLD, cpu: str = "1",
+          origin: str = "admission") -> tuple[str | None, str | None]:  # fmt: skip
+    placement = view.place(PodView.from_dict(pod(name, cpu=cpu)), PROFILE, hold_for=hold,
+                           origin=origin)  # fmt: skip
+    return placement.decision.node if not placement.held_back else None, placement.key
 
 
-def test_a_reservation_holds_the_slot_until_it_expires() -> None:
+def test_a_reservation_holds_the_slot_until_its_deadline() -> None:
     clock = Clock()
-    view = one_node_view(clock)
+    view = view_of(clock=clock)
     assert place(view, "a")[0] == "n1"
     assert place(view, "b")[0] is None  # the slot is held
-    clock.now += 31
-    assert place(view, "c")[0] == "n1"  # expired, so free again
+    clock.now += HOLD + 0.1
+    assert place(view, "c")[0] == "n1"  # no pod came: expired, so free again
+    assert view.ledger_counts()["expired"] == 1
 
 
 def test_a_dry_run_decision_reserves_nothing() -> None:
-    view = one_node_view()
-    node_name, key = place(view, "a", ttl=None)
+    view = view_of()
+    node_name, key = place(view, "a", hold=None)
     assert node_name == "n1" and key is None
     assert view.reservations() == []
     assert place(view, "b")[0] == "n1"
@@ -69,7 +81,7 @@ def test_a_dry_run_decision_reserves_nothing() -> None:
 
 def test_the_bound_pod_replaces_its_reservation_without_double_counting() -> None:
     clock = Clock()
-    view = one_node_view(clock)
+    view = view_of(clock=clock)
     fulfilled: list[str] = []
     view.on_fulfilled = lambda obj, r: fulfilled.append(r.node)
     _, key = place(view, "a")
@@ -78,24 +90,38 @@ def test_the_bound_pod_replaces_its_reservation_without_double_counting() -> Non
 
     assert view.reservations() == []
     assert fulfilled == ["n1"]
-    clock.now += 60  # the real pod keeps counting after the TTL
+    clock.now += 60  # the real pod keeps counting after the deadline
     assert place(view, "b")[0] is None
 
 
-def test_a_pinned_pod_still_pending_keeps_its_reservation_alive() -> None:
+def test_a_pending_pod_pinned_by_us_counts_on_its_node_in_every_view() -> None:
+    placing, other = view_of(node("n1"), node("n2")), view_of(node("n1"), node("n2"))
+    first, key = place(placing, "a")
+    assert first is not None
+    pinned = pod("a", None, reservation=key, pinned=first)
+
+    for view in (placing, other):  # the replica that reserved, and one that never did
+        view.apply("Pod", "ADDED", pinned)
+        assert view.reservations() == []
+        assert place(view, "b", hold=None)[0] not in (None, first)
+
+
+def test_a_pending_pod_that_is_not_pinned_keeps_its_reservation_until_bound_or_its_deadline() -> (
+    None
+):
     clock = Clock()
-    view = one_node_view(clock)
+    view = view_of(clock=clock)
     _, key = place(view, "a")
-    clock.now += 25
-    view.apply("Pod", "ADDED", pod("a", None, reservation=key))  # nodeAffinity mode: unbound
-    clock.now += 25  # past the original TTL, but the pod was seen 25 s ago
-
+    view.apply("Pod", "ADDED", pod("a", None, reservation=key))  # only preferred: not pinned
     assert [r.key for r in view.reservations()] == [key]
-    assert place(view, "b")[0] is None
+    assert place(view, "b", hold=None)[0] is None
+    view.apply("Pod", "MODIFIED", pod("a", "n1", reservation=key))  # kube-scheduler bound it
+    assert view.reservations() == []
+    assert place(view, "b", hold=None)[0] is None
 
 
-def test_deleting_a_pending_pinned_pod_releases_its_reservation() -> None:
-    view = one_node_view()
+def test_deleting_a_pod_that_carries_a_key_releases_its_reservation() -> None:
+    view = view_of()
     _, key = place(view, "a")
     view.apply("Pod", "ADDED", pod("a", None, reservation=key))
     view.apply("Pod", "DELETED", pod("a", None, reservation=key))
@@ -103,8 +129,60 @@ def test_deleting_a_pending_pinned_pod_releases_its_reservation() -> None:
     assert place(view, "b")[0] == "n1"
 
 
+def test_a_released_reservation_frees_its_slot_before_its_deadline() -> None:
+    view = view_of()
+    node_name, key = place(view, "a")
+    assert node_name == "n1" and key is not None
+    assert place(view, "b", hold=None)[0] is None
+    assert view.release(key)
+    assert place(view, "b", hold=None)[0] == "n1"
+    assert not view.release(key)
+
+
+def test_admission_reservations_past_the_share_cap_are_held_back_but_the_first_passes() -> None:
+    view = view_of(node("n1", cpu="4"), node("n2", cpu="4"))  # 8 cpu, half of it is 4
+    assert place(view, "huge", cpu="3")[0] is not None  # the first always passes
+    assert place(view, "more", cpu="2")[0] is None  # 3 + 2 > 4: held back
+    assert place(view, "small", cpu="1")[0] is not None  # 3 + 1 <= 4
+    assert place(view, "bind", cpu="2", origin=BINDER)[0] is not None  # pods that exist
+
+
+def test_a_decision_that_could_only_start_after_its_deadline_is_not_made() -> None:
+    clock = Clock()
+    view = view_of(clock=clock)
+    placement = view.place(PodView.from_dict(pod("a")), PROFILE, hold_for=HOLD,
+                           give_up_at=clock.now - 0.001)  # fmt: skip
+    assert placement.held_back == "deadline" and placement.key is None
+    assert view.reservations() == []
+
+
+def test_a_recheck_keeps_the_node_while_the_changed_pod_still_fits() -> None:
+    view = view_of(node("n1", cpu="2"), node("n2", cpu="2"))
+    first, key = place(view, "a")
+    assert first is not None and key is not None
+    bigger = PodView.from_dict(pod("a", cpu="2"))
+    again = view.recheck(bigger, PROFILE, first, key=key, hold_for=HOLD)
+    assert again.decision.node == first and again.key == key
+    assert [r.cpu for r in view.reservations()] == [2000]  # the changed pod counts, once
+
+
+def test_a_recheck_moves_a_pod_that_no_longer_fits_and_undoes_one_that_fits_nowhere() -> None:
+    view = view_of(node("n1", cpu="2"), node("n2", cpu="4"))
+    view.apply("Pod", "ADDED", pod("filler", "n1", cpu="1"))
+    key = view.place(PodView.from_dict(pod("a", cpu="1")), PROFILE, hold_for=HOLD).key
+    assert key is not None
+
+    moved = view.recheck(PodView.from_dict(pod("a", cpu="2")), PROFILE, "n1", key=key,
+                         hold_for=HOLD)  # fmt: skip
+    assert moved.decision.node == "n2" and moved.key == key
+    gone = view.recheck(PodView.from_dict(pod("a", cpu="9")), PROFILE, "n2", key=key,
+                        hold_for=HOLD)  # fmt: skip
+    assert gone.decision.node is None and gone.key is None
+    assert view.reservations() == []
+
+
 def test_relist_drops_objects_that_are_gone() -> None:
-    view = one_node_view()
+    view = view_of()
     view.replace("Node", [[node("n1"), node("n2")]])
     assert view.node_count() == 2
     view.replace("Node", [[node("n2")]])
@@ -127,18 +205,18 @@ def test_sync_state_reports_unsynced_until_every_kind_is_listed_and_then_age() -
     assert view.sync_state().age_seconds == 0
 
 
+def test_the_newest_pod_resource_version_comes_from_events_and_bookmarks() -> None:
+    view = view_of()
+    assert view.resource_version("Pod") == ""
+    view.apply("Pod", "ADDED", {**pod("a"), "metadata": {**pod("a")["metadata"],
+                                                         "resourceVersion": "41"}})  # fmt: skip
+    assert view.resource_version("Pod") == "41"
+    view.touch("Pod", "57")
+    assert view.resource_version("Pod") == "57"
+
+
 def test_namespace_labels_are_unknown_until_the_namespace_is_seen() -> None:
-    view = one_node_view()
+    view = view_of()
     assert view.namespace_labels("apps") is None
     view.apply("Namespace", "ADDED", {"metadata": {"name": "apps", "labels": {"a": "b"}}})
     assert view.namespace_labels("apps") == {"a": "b", "kubernetes.io/metadata.name": "apps"}
-
-
-def test_a_released_reservation_frees_its_slot_before_its_ttl() -> None:
-    view = one_node_view()
-    node_name, key = place(view, "a")
-    assert node_name == "n1" and key is not None
-    assert place(view, "b", ttl=None)[0] is None
-    assert view.release(key)
-    assert place(view, "b", ttl=None)[0] == "n1"
-    assert not view.release(key)

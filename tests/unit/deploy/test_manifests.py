@@ -33,7 +33,11 @@ from tests.unit.deploy.manifests import (
     raw,
     render,
 )
-from webhook.admission.registration import CONFIGURATION_NAME, webhook_configuration
+from webhook.admission.registration import (
+    CONFIGURATION_NAME,
+    NOT_BOUND_BY_OTHERS,
+    webhook_configuration,
+)
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.extender.config import ExtenderEntry
 from webhook.policy.profile import load_policy
@@ -93,7 +97,7 @@ def test_the_webhook_configuration_has_the_safety_settings_of_registration_py(
     assert hook["sideEffects"] == "NoneOnDryRun"
     assert hook["reinvocationPolicy"] == "IfNeeded"
     assert hook["matchConditions"] == [
-        {"name": "not-already-bound", "expression": "!has(object.spec.nodeName)"}
+        {"name": "not-bound-by-others", "expression": NOT_BOUND_BY_OTHERS}
     ]
     assert hook["rules"][0]["operations"] == ["CREATE"]
     assert hook["rules"][0]["resources"] == ["pods"]
@@ -220,7 +224,7 @@ def test_every_command_line_is_one_the_cli_accepts(
             args = build_parser().parse_args(command)
             parsed.append(args.command)
     assert set(parsed) <= {"serve", "reconcile", "extender", "in-cluster"}
-    assert {"serve", "reconcile"} <= set(parsed)
+    assert "serve" in parsed
 
 
 def test_the_deployed_policy_files_load(objects: list[Obj]) -> None:
@@ -251,10 +255,9 @@ def test_serve_gets_its_namespace_policy_and_the_mounted_certificate(objects: li
 # ------------------------------------------------------------------ availability
 
 
-@pytest.mark.parametrize("name", ["placement-webhook", "placement-webhook-reconciler"])
-def test_webhook_and_reconciler_are_spread_replicated_and_budgeted(name: str) -> None:
+def test_the_webhook_is_spread_replicated_and_budgeted() -> None:
     objects = render("self-managed")
-    deployment = find(objects, "Deployment", name)
+    deployment = find(objects, "Deployment", "placement-webhook")
     spec = deployment["spec"]
     pod = spec["template"]
     (container,) = pod["spec"]["containers"]
@@ -277,19 +280,23 @@ def test_webhook_and_reconciler_are_spread_replicated_and_budgeted(name: str) ->
     assert container["resources"]["requests"]["cpu"]
 
 
-def test_the_reconciler_is_leader_elected_on_the_lease_its_role_names() -> None:
+def test_the_replicas_are_leader_elected_on_the_lease_their_role_names() -> None:
     from webhook.reconciler.options import DEFAULT_LEASE_NAME
 
     objects = render("self-managed")
-    container = find(objects, "Deployment", "placement-webhook-reconciler")["spec"]["template"][
-        "spec"
-    ]["containers"][0]
+    container = find(objects, "Deployment", "placement-webhook")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
     role = find(objects, "Role", "placement-webhook:leader-election")
     env = env_of(container)
 
-    assert container["args"] == ["reconcile"]
+    assert container["args"] == ["serve"]
     assert env["PLACEMENT_WEBHOOK_IDENTITY"] == "<metadata.name>"
     assert env["PLACEMENT_WEBHOOK_NAMESPACE"] == "<metadata.namespace>"
+    assert env["POD_IP"] == "<status.podIP>"
+    assert env["PLACEMENT_WEBHOOK_PEER_NAME"] == "placement-webhook.placement-webhook.svc"
+    deployments = {d["metadata"]["name"] for d in of_kind(objects, "Deployment")}
+    assert "placement-webhook-reconciler" not in deployments  # one process decides and binds
     assert all(
         rule.get("resourceNames") == [DEFAULT_LEASE_NAME]
         for rule in role["rules"]
@@ -327,7 +334,7 @@ def test_no_rule_uses_wildcards_and_no_cluster_role_reads_secrets(objects: list[
                 assert "secrets" not in rule["resources"]
 
 
-def test_the_network_facing_webhook_cannot_bind_evict_or_read_secrets(objects: list[Obj]) -> None:
+def test_the_webhook_may_decide_and_bind_but_never_read_secrets(objects: list[Obj]) -> None:
     granted = {
         (r, v)
         for rule in _grants(objects, WEBHOOK_SA)
@@ -343,6 +350,14 @@ def test_the_network_facing_webhook_cannot_bind_evict_or_read_secrets(objects: l
         ("namespaces", "list"),
         ("namespaces", "watch"),
         ("events", "create"),
+        ("pods/binding", "create"),
+        ("pods", "get"),
+        ("pods", "delete"),
+        ("pods/status", "patch"),
+        ("pods/eviction", "create"),
+        ("leases", "create"),
+        ("leases", "get"),
+        ("leases", "update"),
     }
 
 

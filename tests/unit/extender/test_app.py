@@ -63,9 +63,10 @@ def make(
     ready: bool = True,
     clock: Clock | None = None,
 ) -> FlaskClient:
-    view = ClusterView(snapshot(nodes, pods), synced=True)
+    clock = clock or Clock()
+    view = ClusterView(snapshot(nodes, pods), synced=True, clock=clock)
     extender = Extender(
-        view, POLICY, binder=binder, ready=lambda: ready, clock=clock or Clock(), assume_ttl=30
+        view, POLICY, binder=binder, ready=lambda: ready, clock=clock, bind_timeout=30
     )
     return create_app(extender).test_client()
 
@@ -197,17 +198,39 @@ def test_a_failed_binding_is_reported_and_frees_the_node_again() -> None:
     assert after["NodeNames"] == ["a"]
 
 
-def test_an_assumed_pod_the_watch_never_delivers_is_forgotten_after_its_ttl() -> None:
+def test_an_assumed_pod_the_watch_never_delivers_is_forgotten_after_the_bind_timeout() -> None:
     nodes = [node("a", cpu="2")]
     clock = Clock()
     client = make(nodes, binder=Binder(), clock=clock)
     post(client, "filter", args_body(pod("first", cpu="1500m"), nodes))
     post(client, "bind", binding("first", "a"))
 
-    clock.now = 31.0
+    clock.now += 30 + POLICY.placement.reservation_grace_seconds + 0.1
     _, result = post(client, "filter", args_body(pod("second", cpu="1"), nodes))
 
     assert result["NodeNames"] == ["a"]
+
+
+def test_the_binding_carries_the_reservation_that_the_bound_pod_then_ends() -> None:
+    nodes = [node("a", cpu="2")]
+    binder = Binder()
+    clock = Clock()
+    view = ClusterView(snapshot(nodes, []), synced=True, clock=clock)
+    client = create_app(Extender(view, POLICY, binder=binder, clock=clock)).test_client()
+    first = pod("first", cpu="1500m")
+    post(client, "filter", args_body(first, nodes))
+    post(client, "bind", binding("first", "a"))
+    key = binder.calls[0][1]["metadata"]["annotations"]["placement-webhook.io/reservation"]
+    assert [r.key for r in view.reservations()] == [key]
+
+    bound = {**first, "spec": {**first["spec"], "nodeName": "a"}}
+    bound["metadata"] = {**first["metadata"], "annotations": {
+        "placement-webhook.io/reservation": key}}  # fmt: skip
+    view.apply("Pod", "MODIFIED", bound)
+
+    assert view.reservations() == []
+    _, result = post(client, "filter", args_body(pod("second", cpu="1"), nodes))
+    assert result["FailedNodes"] == {"a": "Insufficient cpu"}
 
 
 def test_bind_without_a_binder_is_refused_in_band() -> None:

@@ -123,10 +123,10 @@ def test_reservations_steer_the_next_decision() -> None:
     prof = default_profile()
     first = schedule(PodView.from_dict(make_pod("p1", "1500m", uid="")), snap, prof)
     assert first.node is not None
-    snap.assume(PodView.from_dict(make_pod("p1", "1500m", uid="")), first.node, "r1")
+    snap.assume("r1", PodView.from_dict(make_pod("p1", "1500m", uid="")), first.node)
     second = schedule(PodView.from_dict(make_pod("p2", "1500m", uid="")), snap, prof)
     assert second.node is not None and second.node != first.node
-    snap.assume(PodView.from_dict(make_pod("p2", "1500m", uid="")), second.node, "r2")
+    snap.assume("r2", PodView.from_dict(make_pod("p2", "1500m", uid="")), second.node)
     third = schedule(PodView.from_dict(make_pod("p3", "1500m", uid="")), snap, prof)
     assert third.node is None
     assert third.message == "0/2 nodes are available: 2 Insufficient cpu."

@@ -485,7 +485,7 @@ def test_verdicts_do_not_depend_on_insertion_order_or_history(sc: Any, rnd: rand
     snap.upsert_node(victim)
     for p in shuffled_pods:
         snap.upsert_pod(p)
-    snap.assume(PodView.from_dict(make_pod("ghost", "1")), victim["metadata"]["name"], "r")
+    snap.assume("r", PodView.from_dict(make_pod("ghost", "1")), victim["metadata"]["name"])
     snap.forget("r")
     b = schedule(pod, snap, ALL_NODES)
     assert dict(a.node_reasons) == dict(b.node_reasons)

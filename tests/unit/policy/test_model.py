@@ -180,32 +180,59 @@ def test_pods_bound_to_an_unknown_node_count_once_it_appears() -> None:
     assert _requested(snap, "late") == (1000, 1024**3, 1)
 
 
-def test_reservation_counts_until_forgotten() -> None:
+def test_a_tentative_pod_counts_until_forgotten() -> None:
     snap = snapshot([make_node("a")])
     pending = PodView.from_dict(make_pod("p", "2", "1Gi", uid=""))
-    snap.assume(pending, "a", "r1")
-    snap.assume(pending, "a", "r1")
+    snap.assume("r1", pending, "a")
+    snap.assume("r1", pending, "a")
     assert _requested(snap, "a") == (2000, 1024**3, 1)
     snap.forget("r1")
     assert _requested(snap, "a") == (0, 0, 0)
 
 
-def test_real_pod_with_reservation_annotation_replaces_the_reservation() -> None:
+def test_a_tentative_pod_is_not_counted_twice_when_the_pod_itself_already_counts() -> None:
+    snap = snapshot([make_node("a")], [make_pod("p", "2", "1Gi", node="a", uid="u1")])
+    snap.assume("r1", PodView.from_dict(make_pod("p", "2", "1Gi", uid="u1")), "a")
+    assert _requested(snap, "a") == (2000, 1024**3, 1)
+
+
+def test_the_snapshot_never_ends_a_tentative_pod_by_itself() -> None:
+    """Matching a pod to its reservation is the ledger's job (webhook.cluster.ledger)."""
     snap = snapshot([make_node("a")])
-    snap.assume(PodView.from_dict(make_pod("p", "2", "1Gi", uid="")), "a", "r1")
+    snap.assume("r1", PodView.from_dict(make_pod("p", "2", "1Gi", uid="")), "a")
     real = make_pod("p", "2", "1Gi", node="a")
     real["metadata"]["annotations"] = {"placement-webhook.io/reservation": "r1"}
     snap.upsert_pod(real)
-    assert _requested(snap, "a") == (2000, 1024**3, 1)
+    assert _requested(snap, "a") == (4000, 2 * 1024**3, 2)
     snap.forget("r1")
     assert _requested(snap, "a") == (2000, 1024**3, 1)
 
 
-def test_real_pod_with_the_same_uid_replaces_the_reservation() -> None:
-    snap = snapshot([make_node("a")])
-    snap.assume(PodView.from_dict(make_pod("p", "2", "1Gi", uid="u1")), "a", "r1")
-    snap.upsert_pod(make_pod("p", "2", "1Gi", node="a", uid="u1"))
+def _pinned(name: str, node: str) -> dict[str, Any]:
+    pod = make_pod(name, "2", "1Gi", phase="Pending")
+    pod["metadata"]["annotations"] = {"placement-webhook.io/selected-node": node}
+    pin = {"key": "metadata.name", "operator": "In", "values": [node]}
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [pin]}]}}}  # fmt: skip
+    return pod
+
+
+def test_a_pending_pod_we_pinned_to_one_node_counts_there_until_it_is_deleted() -> None:
+    snap = snapshot([make_node("a"), make_node("b")])
+    snap.upsert_pod(_pinned("p", "a"))
     assert _requested(snap, "a") == (2000, 1024**3, 1)
+    assert _requested(snap, "b") == (0, 0, 0)
+    snap.remove_pod("uid-default-p")
+    assert _requested(snap, "a") == (0, 0, 0)
+
+
+def test_a_pin_without_our_annotation_or_with_another_node_is_not_a_pin() -> None:
+    foreign = _pinned("p", "a")
+    foreign["metadata"]["annotations"] = {}
+    other = _pinned("q", "a")
+    other["metadata"]["annotations"]["placement-webhook.io/selected-node"] = "b"
+    snap = snapshot([make_node("a"), make_node("b")], [foreign, other])
+    assert _requested(snap, "a") == (0, 0, 0) and _requested(snap, "b") == (0, 0, 0)
 
 
 def test_node_update_changes_labels_and_allocatable_in_place() -> None:
@@ -240,26 +267,3 @@ def test_snapshot_from_a_kubectl_list() -> None:
     snap = ClusterSnapshot.from_list(doc)
     assert len(snap) == 1 and len(snap.pods_on("a")) == 1
     assert snap.namespace_labels("default")["team"] == "x"
-
-
-def test_reservation_holds_while_the_real_pod_is_still_pending() -> None:
-    snap = snapshot([make_node("a")])
-    snap.assume(PodView.from_dict(make_pod("p", "2", "1Gi", uid="")), "a", "r1")
-    pending = make_pod("p", "2", "1Gi", phase="Pending")
-    pending["metadata"]["annotations"] = {"placement-webhook.io/reservation": "r1"}
-    snap.upsert_pod(pending)
-    assert _requested(snap, "a") == (2000, 1024**3, 1)
-    bound = make_pod("p", "2", "1Gi", node="a")
-    bound["metadata"]["annotations"] = {"placement-webhook.io/reservation": "r1"}
-    snap.upsert_pod(bound)
-    assert _requested(snap, "a") == (2000, 1024**3, 1)
-
-
-def test_deleting_a_pending_pod_releases_its_reservation() -> None:
-    snap = snapshot([make_node("a")])
-    snap.assume(PodView.from_dict(make_pod("p", "2", "1Gi", uid="")), "a", "r1")
-    pending = make_pod("p", "2", "1Gi", phase="Pending")
-    pending["metadata"]["annotations"] = {"placement-webhook.io/reservation": "r1"}
-    snap.upsert_pod(pending)
-    snap.remove_pod("uid-default-p")
-    assert _requested(snap, "a") == (0, 0, 0)

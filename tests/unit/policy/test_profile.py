@@ -93,10 +93,12 @@ def test_placement_policy_document_sets_mode_and_profile() -> None:
         HEADER
         + "profiles:\n  - schedulerName: tight\n---\n"
         + "apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\nmode: nodeAffinity\n"
-        + "schedulerName: tight\nreservationTTLSeconds: 12.5\nconflictPolicy: evict\n"
+        + "schedulerName: tight\nreservationGraceSeconds: 1.5\nmaxUnconfirmedShare: 0.25\n"
+        + "conflictPolicy: evict\n"
     )
     assert policy.placement.mode == "nodeAffinity"
-    assert policy.placement.reservation_ttl_seconds == 12.5
+    assert policy.placement.reservation_grace_seconds == 1.5
+    assert policy.placement.max_unconfirmed_share == 0.25
     assert policy.placement.conflict_policy == "evict"
     assert policy.profile_for("placement-webhook") is policy.profiles["tight"]
 
@@ -104,8 +106,17 @@ def test_placement_policy_document_sets_mode_and_profile() -> None:
 def test_placement_policy_alone_uses_the_default_profile() -> None:
     policy = load_policy("apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\n")
     assert policy.placement.mode == "nodeName"
-    assert policy.placement.reservation_ttl_seconds == 30.0
+    assert policy.placement.reservation_grace_seconds == 3.0
+    assert policy.placement.max_unconfirmed_share == 0.5
     assert policy.profile_for("") is not None
+
+
+def test_the_old_reservation_ttl_is_refused_with_what_replaced_it() -> None:
+    with pytest.raises(PolicyError, match="replaced by reservationGraceSeconds"):
+        load_policy(
+            "apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\n"
+            "reservationTTLSeconds: 30\n"
+        )
 
 
 @pytest.mark.parametrize(
