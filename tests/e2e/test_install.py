@@ -42,7 +42,7 @@ from webhook.kube import ApiError, Kube
 pytestmark = pytest.mark.e2e
 
 REGISTRY = "localhost"  # `make image` tags localhost/placement-webhook:VERSION
-DEPLOYMENTS = ("placement-webhook-certs", "placement-webhook", "placement-webhook-reconciler")
+DEPLOYMENTS = ("placement-webhook-certs", "placement-webhook")
 APP_NAMESPACE = "my-apps"  # the README's
 T = TypeVar("T")
 
@@ -209,14 +209,17 @@ def test_the_readme_installs_verifies_and_uninstalls_on_a_real_node(
         installed = time.monotonic() - started
         _say(f"{way}: installed and Ready in {installed:.1f}s")
 
-        # The webhook and the reconciler Ready; the certificates made in the cluster.
+        # The webhook replicas Ready; the certificates made in the cluster.
         for name in DEPLOYMENTS:
             deployment = admin.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}")
             status = deployment["status"]
             assert status.get("readyReplicas") == deployment["spec"]["replicas"], (name, status)
             image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
             assert image.startswith(f"{REGISTRY}/placement-webhook:"), image
-        assert len(shell.run(block("Install", "Check")).strip()) == 40
+        ca_bundle_check, leader_check = blocks("Install", "Check")
+        assert len(shell.run(ca_bundle_check).strip()) == 40
+        shell.run(leader_check)
+        _say(f"{way}: a replica decides {time.monotonic() - started:.1f}s after the install began")
         bundle = _ca_bundle(admin)
         admin.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/placement-webhook-tls")
 
@@ -233,11 +236,11 @@ def test_the_readme_installs_verifies_and_uninstalls_on_a_real_node(
         events = shell.run(real)
         assert "Scheduled" in events and f"{APP_NAMESPACE}/placement-check to node-1" in events
         report = shell.run(health).splitlines()
-        reconcilers = {
+        replicas = {
             p["metadata"]["name"]
-            for p in _pods(admin, NAMESPACE, "app.kubernetes.io/component=reconciler")
+            for p in _pods(admin, NAMESPACE, "app.kubernetes.io/component=webhook")
         }
-        assert reconcilers & set(report), report  # the Lease holder, alone on its line
+        assert replicas & set(report), report  # the Lease holder, alone on its line
         assert any(line.startswith("{") and '"msg"' in line for line in report), report  # logs
         assert isinstance(json.loads(report[-1]), dict | list), report[-1]  # /debug/conflicts
 

@@ -231,7 +231,7 @@ def test_node_selector_tolerations_and_priority_class_reach_every_pod() -> None:
 
     assert of_kind(objects, "PriorityClass") == []
     pods = [d["spec"]["template"]["spec"] for d in of_kind(objects, "Deployment")]
-    assert len(pods) == 3
+    assert len(pods) == 2  # the webhook and the certificates
     for pod in pods:
         assert pod["nodeSelector"] == values["nodeSelector"]
         assert pod["tolerations"] == values["tolerations"]
@@ -240,12 +240,12 @@ def test_node_selector_tolerations_and_priority_class_reach_every_pod() -> None:
 
 def test_resources_and_replicas_are_per_component() -> None:
     small = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
-    objects = render_chart({"webhook": {"resources": small}, "reconciler": {"replicas": 3}})
+    objects = render_chart({"webhook": {"resources": small, "replicas": 3}})
     by_name = {d["metadata"]["name"]: c for d, c in containers(objects)}
 
     assert by_name["placement-webhook"]["resources"] == small
-    assert by_name["placement-webhook-reconciler"]["resources"]["limits"]["memory"] == "1Gi"
-    assert find(objects, "Deployment", "placement-webhook-reconciler")["spec"]["replicas"] == 3
+    assert by_name["placement-webhook-certs"]["resources"]["limits"]["memory"] == "256Mi"
+    assert find(objects, "Deployment", "placement-webhook")["spec"]["replicas"] == 3
 
 
 def test_client_auth_mounts_the_ca_and_passes_it_to_serve() -> None:
