@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: all demo test unit e2e bench compare lint format control-plane venv clean
+.PHONY: all demo test unit e2e bench compare lint format control-plane image venv clean
 
 all: test
 
@@ -23,6 +23,12 @@ venv: $(STAMP)
 ## from the Go modules pinned in hack/ (once; cached outside the clone).
 control-plane:
 	@bash hack/build.sh >/dev/null
+
+## The container image without Docker: buildah on a base made from Debian packages
+## (cached under ~/.cache/placement-webhook/image). Prints the docker-archive to load.
+image:
+	@archive=$$(bash hack/image.sh) && \
+	  echo "image localhost/placement-webhook:$$(awk -F'"' '/^version = /{print $$2; exit}' pyproject.toml): $$archive ($$(du -m "$$archive" | cut -f1) MB)"
 
 ## The main job: the webhook placing ~50 pods on a real local control plane.
 demo: $(STAMP) control-plane

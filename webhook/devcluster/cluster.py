@@ -42,6 +42,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from cryptography.hazmat.primitives import serialization
@@ -50,6 +51,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 import certs
 from webhook.devcluster import kubelets
 from webhook.devcluster.process import fork_from_long_lived_thread
+
+if TYPE_CHECKING:
+    from webhook.devcluster.netns import NodeNetwork
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN_DIR_ENV = "PLACEMENT_WEBHOOK_BIN_DIR"
@@ -154,6 +158,9 @@ class DevCluster:
 
     kubelet_root: Path | None = None
     """Hollow kubelets' state folders (see `kubelets.root_folder`), once one was started."""
+    #: Set for a cluster with a real node: every component runs in that network
+    #: namespace, and `server` is a forwarder to the API server inside it.
+    network: NodeNetwork | None = None
 
     # ---- paths ---------------------------------------------------------
     @property
@@ -189,6 +196,9 @@ class DevCluster:
                     continue
             return port
         raise DevClusterError(f"all {len(self.webhook_ports)} reserved webhook ports are in use")
+    def inner_server(self) -> str:
+        """The API server as the cluster's own processes reach it."""
+        return self.network.inner_server if self.network else self.server
 
     def log_path(self, name: str) -> Path:
         return self.workdir / "logs" / f"{name}.log"
@@ -219,6 +229,7 @@ class DevCluster:
         progress: Callable[[str], None] | None = None,
         timeout: float = 90.0,
         kubelets: Sequence[kubelets.KubeletSpec] = (),
+        network: NodeNetwork | None = None,
     ) -> DevCluster:
         """Start etcd and kube-apiserver (and the optional components) and wait until ready.
 
@@ -230,7 +241,7 @@ class DevCluster:
         if folder.exists():
             shutil.rmtree(folder)
         (folder / "logs").mkdir(parents=True)
-        cluster = cls(workdir=folder, bin_dir=bin_dir or locate_binaries())
+        cluster = cls(workdir=folder, bin_dir=bin_dir or locate_binaries(), network=network)
         try:
             cluster._write_pki()
             say("starting etcd")
@@ -338,11 +349,12 @@ class DevCluster:
     # ---- processes -----------------------------------------------------
     def _spawn(self, name: str, args: list[str], own: bool, binary: str | None = None) -> None:
         log = self.log_path(name)
+        argv = [str(self.bin_dir / (binary or name)), *args]
 
         def launch() -> subprocess.Popen[bytes]:
             with open(log, "ab") as out:
                 return subprocess.Popen(
-                    [str(self.bin_dir / (binary or name)), *args],
+                    self.network.command(argv) if self.network else argv,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -389,36 +401,36 @@ class DevCluster:
     def _start_apiserver(self, own: bool) -> None:
         self.apiserver_port = free_port()
         pki = self.pki
-        self._spawn(
-            "kube-apiserver",
-            [
-                f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                "--endpoint-reconciler-type=none",  # loopback cannot back the kubernetes Service
-                f"--secure-port={self.apiserver_port}",
-                f"--tls-cert-file={pki / 'apiserver.crt'}",
-                f"--tls-private-key-file={pki / 'apiserver.key'}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                "--api-audiences=https://kubernetes.default.svc.cluster.local",
-                "--service-cluster-ip-range=10.96.0.0/16",
-                "--authorization-mode=Node,RBAC",
-                "--enable-admission-plugins="
-                "NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
-                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-                "--allow-privileged=true",
-                "--profiling=false",
-                "--enable-priority-and-fairness=false",
-                "--max-requests-inflight=2000",
-                "--max-mutating-requests-inflight=1000",
-                "--event-ttl=1h",
-                f"--admission-control-config-file={self._write_admission_config()}",
-            ],
-            own,
-        )
+        args = [
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",  # loopback cannot back the kubernetes Service
+            f"--secure-port={self.apiserver_port}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--api-audiences=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins="
+            "NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=2000",
+            "--max-mutating-requests-inflight=1000",
+            "--event-ttl=1h",
+            f"--admission-control-config-file={self._write_admission_config()}",
+        ]
+        if self.network is not None:
+            args = self.network.apiserver_args(args, pki)
+            self.network.expose(self.apiserver_port)
+        self._spawn("kube-apiserver", args, own)
 
     def _write_admission_config(self) -> Path:
         """AdmissionConfiguration: the API server's client certificate for each reserved port."""
@@ -461,7 +473,9 @@ class DevCluster:
         ca = certs.load_authority(self.pki)
         pair = certs.issue_client_certificate(ca, user, groups)
         path = self.workdir / f"{name}.kubeconfig"
-        write_kubeconfig(path, self.server, ca.cert_pem, pair.cert_pem, pair.key_pem, user=user)
+        write_kubeconfig(
+            path, self.inner_server, ca.cert_pem, pair.cert_pem, pair.key_pem, user=user
+        )
         return path
 
     def start_scheduler(
