@@ -196,6 +196,8 @@ class DevCluster:
                     continue
             return port
         raise DevClusterError(f"all {len(self.webhook_ports)} reserved webhook ports are in use")
+
+    @property
     def inner_server(self) -> str:
         """The API server as the cluster's own processes reach it."""
         return self.network.inner_server if self.network else self.server
