@@ -1,12 +1,14 @@
 """`make demo`: the webhook placing pods on a real local control plane.
 
-Builds what is missing, starts etcd + kube-apiserver, starts the webhook
-(gunicorn over TLS) and registers it, starts the fallback reconciler, makes
-an opted-in namespace, hollow kubelets for nodes of several sizes (one
-tainted) and about fifty pods, prints where each pod went, why, and whether
-the node's kubelet runs it (and how long after its create it was Running),
-then starts one more kubelet and shows the reconciler binding the pods that
-fit nowhere at admission, and stops everything it started.
+Builds what is missing, starts etcd + kube-apiserver, starts the webhook as
+deployed (two `serve` replicas, gunicorn over TLS, behind a balancer: one
+holds the Lease, decides every admission and runs the fallback binder, the
+other forwards to it) and registers it, makes an opted-in namespace, hollow
+kubelets for nodes of several sizes (one tainted) and about fifty pods,
+prints where each pod went, why, and whether the node's kubelet runs it (and
+how long after its create it was Running), then starts one more kubelet and
+shows the fallback binder binding the pods that fit nowhere at admission,
+and stops everything it started.
 """
 
 from __future__ import annotations
@@ -26,8 +28,12 @@ from webhook.admission.patch import FILTER_RESULT, FINALSCORE_RESULT, UNSCHEDULA
 from webhook.admission.rules import ENABLED_LABEL, SCHEDULER_NAME
 from webhook.devcluster import DevCluster, DevClusterError, KubeletSpec, locate_binaries
 from webhook.devcluster.objects import ensure_namespace, pod_manifest
-from webhook.devcluster.reconciler import start_reconciler
-from webhook.devcluster.webhook import register_webhook, start_webhook, wait_until_effective
+from webhook.devcluster.webhook import (
+    DEPLOYED_REPLICAS,
+    register_webhook,
+    start_replicas,
+    wait_until_effective,
+)
 from webhook.kube import Kube
 from webhook.policy.model import PodView
 
@@ -201,7 +207,7 @@ def _utilisation(pods: list[dict[str, Any]]) -> str:
 def _show_fallback(
     cluster: DevCluster, kube: Kube, created: list[dict[str, Any]], progress: Progress, step: Any
 ) -> None:
-    """Start one more kubelet and watch the reconciler bind what admission could not place."""
+    """Start one more kubelet and watch the fallback binder bind what admission could not place."""
     handed = [
         p["metadata"]["name"]
         for p in created
@@ -209,7 +215,7 @@ def _show_fallback(
     ]
     if not handed:
         return
-    step(f"{len(handed)} pods fit nowhere and wait for the reconciler; adding node large-d")
+    step(f"{len(handed)} pods fit nowhere and wait for the fallback binder; adding node large-d")
     started = time.monotonic()
     cluster.start_kubelets([_node_spec("large-d", "24", "64Gi", "zone-d", None)])
     bound: dict[str, str] = {}
@@ -223,7 +229,7 @@ def _show_fallback(
                 last_change = time.monotonic()
         time.sleep(0.1)
     took = (last_change - started) if bound else 0.0
-    step(f"the reconciler bound {len(bound)} of {len(handed)} within {took:.1f}s (the node's "
+    step(f"the fallback binder bound {len(bound)} of {len(handed)} within {took:.1f}s (the node's "
          "kubelet included)")  # fmt: skip
     progress.wait(list(bound))
     failed = _failed_scheduling(kube)
@@ -237,7 +243,7 @@ def _show_fallback(
 
 
 def _failed_scheduling(kube: Kube) -> dict[str, str]:
-    """The latest FailedScheduling note per pod, as the reconciler wrote it."""
+    """The latest FailedScheduling note per pod, as the fallback binder wrote it."""
     events = kube.get(f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events")["items"]
     notes: dict[str, str] = {}
     for event in sorted(events, key=lambda e: e.get("eventTime") or ""):
@@ -252,13 +258,16 @@ def run(workdir: Path, step: Any) -> int:
     step(f"starting etcd + kube-apiserver (binaries in {bin_dir.name})")
     with DevCluster.start(workdir / "cluster", bin_dir=bin_dir, progress=step) as cluster:
         kube = Kube(cluster.kubeconfig)
-        step("starting placement-webhook serve (gunicorn, TLS) and registering it")
-        hook = start_webhook(cluster)
-        reconciler = None
+        ensure_namespace(kube, "placement-webhook")  # the Lease lives there
+        step(
+            f"starting {DEPLOYED_REPLICAS} placement-webhook serve replicas (gunicorn, TLS) "
+            "behind a balancer, as deployed; waiting for the one that decides"
+        )
+        hook = start_replicas(cluster, DEPLOYED_REPLICAS, name="demo-webhook")
         try:
-            ensure_namespace(kube, "placement-webhook")
-            step("starting placement-webhook reconcile (the leader-elected fallback)")
-            reconciler = start_reconciler(cluster, "demo")
+            leader = hook.leader()
+            step(f"{leader.identity if leader else '?'} holds the Lease: it decides admissions "
+                 "and runs the fallback binder; the other forwards to it")  # fmt: skip
             register_webhook(kube, hook)
             ensure_namespace(kube, NAMESPACE, {ENABLED_LABEL: "true"})
             wait_until_effective(kube, NAMESPACE)
@@ -294,10 +303,8 @@ def run(workdir: Path, step: Any) -> int:
             _show_fallback(cluster, kube, created, progress, step)
             progress.stop()
         finally:
-            step("stopping the webhook, the reconciler, the kubelets and the control plane")
+            step("stopping the webhook replicas, the kubelets and the control plane")
             hook.stop()
-            if reconciler is not None:
-                reconciler.stop()
             kube.close()
     step("done: every process stopped")
     return 0
