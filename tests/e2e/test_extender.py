@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments.components import ExtenderProcess, start_extender, write_scheduler_config
-from tests.e2e.conftest import Nodes, unique, wait_for
+from tests.e2e.conftest import Nodes, delete_pods, unique, wait_for
 from webhook.devcluster import DevCluster
 from webhook.devcluster.objects import ensure_namespace, pod_manifest
 from webhook.extender.config import ExtenderEntry, scheduler_document
@@ -76,6 +76,16 @@ def node_count(process: ExtenderProcess) -> int:
 
 
 @pytest.fixture
+def extender_namespace(kube: Kube) -> Iterator[str]:
+    """A namespace whose pods go afterwards: a pod left pending here would be
+    bound by the next parameter's scheduler (same profile) and count as its bind."""
+    name = unique("ext")
+    ensure_namespace(kube, name)
+    yield name
+    delete_pods(kube, name)
+
+
+@pytest.fixture
 def pool(kube: Kube, extender: ExtenderProcess) -> Iterator[Nodes]:
     factory = Nodes(kube, None)
     yield factory
@@ -84,14 +94,13 @@ def pool(kube: Kube, extender: ExtenderProcess) -> Iterator[Nodes]:
 
 
 def test_kube_scheduler_binds_through_the_extender_on_the_node_the_policy_prefers(
-    kube: Kube, extender: ExtenderProcess, pool: Nodes
+    kube: Kube, extender: ExtenderProcess, pool: Nodes, extender_namespace: str
 ) -> None:
     small = pool.add(cpu="1", labels={"pool": "extender"})
     busy = pool.add(cpu="8", labels={"pool": "extender"})
     roomy = pool.add(cpu="16", labels={"pool": "extender"})
     wait_for(lambda: node_count(extender) == 3, message="extender to see the nodes")
-    namespace = unique("ext")
-    ensure_namespace(kube, namespace)
+    namespace = extender_namespace
     binds_before = calls(extender, "bind", "bound")
 
     name = unique("app")
@@ -111,13 +120,12 @@ def test_kube_scheduler_binds_through_the_extender_on_the_node_the_policy_prefer
 
 
 def test_nodes_the_extender_rejects_leave_the_pod_pending_with_its_reason(
-    kube: Kube, extender: ExtenderProcess, pool: Nodes
+    kube: Kube, extender: ExtenderProcess, pool: Nodes, extender_namespace: str
 ) -> None:
     pool.add(cpu="8")
     pool.add(cpu="8", labels={"pool": "other"})
     wait_for(lambda: node_count(extender) == 2, message="extender to see the nodes")
-    namespace = unique("ext")
-    ensure_namespace(kube, namespace)
+    namespace = extender_namespace
 
     name = unique("app")
     kube.create(

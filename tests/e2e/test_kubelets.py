@@ -1,9 +1,10 @@
 """Hollow kubelets in the loop: what the webhook places runs, and the kubelet checks the rest.
 
 Its own control plane (module scope) with kube-controller-manager
-(ReplicaSets, garbage collection), one webhook replica in nodeName mode that
-holds the decision Lease (so it also binds what fit nowhere at admission and
-detects conflicts, in evict mode) and, per test, hollow kubelets: real
+(ReplicaSets, garbage collection), the webhook as deployed in nodeName mode
+(two replicas behind a balancer; the one holding the decision Lease decides
+every admission, binds what fit nowhere at admission and detects conflicts,
+in evict mode; the other forwards to it) and, per test, hollow kubelets: real
 kubelet processes over a fake runtime, each with its own node identity under
 Node,RBAC authorization and NodeRestriction. In nodeName mode the kubelet is
 the only component that checks a placement after us; these tests let it.
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +31,11 @@ from webhook.devcluster import DevCluster, DevClusterError, KubeletSpec
 from webhook.devcluster.kubelets import component_name
 from webhook.devcluster.objects import ensure_namespace, pod_manifest
 from webhook.devcluster.webhook import (
+    DEPLOYED_REPLICAS,
     WebhookProcess,
+    WebhookSet,
     register_webhook,
-    start_webhook,
+    start_replicas,
     unregister_webhook,
     wait_until_effective,
 )
@@ -41,6 +45,7 @@ pytestmark = pytest.mark.e2e
 
 LEASE_NAMESPACE = "placement-webhook"
 EVICTIONS = "placement_webhook_conflict_evictions_total"
+ROUTES = "placement_webhook_routes_total"
 EVICT_POLICY = """\
 apiVersion: placement-webhook.io/v1alpha1
 kind: PlacementPolicy
@@ -69,24 +74,33 @@ def kube(cluster: DevCluster) -> Iterator[Kube]:
 @pytest.fixture(scope="module")
 def webhook(
     cluster: DevCluster, kube: Kube, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[WebhookProcess]:
-    """The deciding replica, evict mode: it evicts only overcommit culprits it placed and a
-    controller recreates, which only the evict test makes."""
+) -> Iterator[WebhookSet]:
+    """The replicas as deployed, evict mode: the deciding one evicts only overcommit culprits
+    it placed and a controller recreates, which only the evict test makes."""
     policy = tmp_path_factory.mktemp("policy") / "evict.yaml"
     policy.write_text(EVICT_POLICY)
-    hook = start_webhook(cluster, policy=policy, extra_args=["--conflict-interval", "0.5"])
-    wait_for(hook.deciding, timeout=30, message="the webhook to decide")
-    register_webhook(kube, hook)
+    hooks = start_replicas(
+        cluster, DEPLOYED_REPLICAS, policy=policy, extra_args=["--conflict-interval", "0.5"]
+    )
+    register_webhook(kube, hooks)
     ensure_namespace(kube, "probe", {ENABLED_LABEL: "true"})
     wait_until_effective(kube, "probe")
-    yield hook
+    yield hooks
     unregister_webhook(kube)
-    hook.stop()
+    hooks.stop()
+
+
+@pytest.fixture(scope="module")
+def leader(webhook: WebhookSet) -> WebhookProcess:
+    """The replica that decides (nothing in this module stops it): its view, its conflicts."""
+    deciding = webhook.leader()
+    assert deciding is not None, webhook.tail_log()
+    return deciding
 
 
 @pytest.fixture
-def kubelets(cluster: DevCluster, kube: Kube, webhook: WebhookProcess) -> Iterator[Kubelets]:
-    made = Kubelets(cluster, kube, webhook)
+def kubelets(cluster: DevCluster, kube: Kube, leader: WebhookProcess) -> Iterator[Kubelets]:
+    made = Kubelets(cluster, kube, leader)
     yield made
     made.remove_all()
 
@@ -223,6 +237,51 @@ def test_pods_the_webhook_places_run_on_the_kubelets_it_chose(
           f"max {waits[-1] * 1000:.0f} ms over {len(waits)} pods")  # fmt: skip
 
 
+def test_a_burst_through_both_replicas_is_never_rejected_by_a_kubelet(
+    kube: Kube, namespace: str, kubelets: Kubelets, webhook: WebhookSet
+) -> None:
+    """30 bare pods of 1 cpu from 16 threads onto 5 kubelets of 4 cpu (room for 20).
+
+    In nodeName mode a double-booked node is a terminal OutOfcpu and a bare pod
+    is lost, so the kubelets are the judge: all 20 that fit run, none is
+    rejected, and the 10 that fit nowhere wait unbound.
+    """
+    nodes = [kubelets.add(cpu="4", memory="8Gi") for _ in range(5)]
+    follower = next(m for m in webhook.members if not m.deciding())
+    forwarded_before = metric(follower, ROUTES, route="forward")
+
+    def create(i: int) -> str:
+        pod = pod_manifest(f"burst-{i}", cpu="1", memory="64Mi")
+        created = kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+        return str(created["spec"].get("nodeName") or "")
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        placed = [node for node in pool.map(create, range(30)) if node]
+    assert set(placed) <= set(nodes)
+
+    def bound() -> dict[str, dict[str, Any]]:
+        return {n: p for n, p in pods_in(kube, namespace).items() if p["spec"].get("nodeName")}
+
+    # Admission places some; the fallback binder the rest of what fits.
+    wait_for(lambda: len(bound()) >= 20, timeout=30, message="20 pods bound")
+    until_running(kube, namespace, sorted(bound()))
+    time.sleep(2)  # a late double-booking would be bound and rejected by now
+    pods = pods_in(kube, namespace)
+    rejected = {n: phase(p) for n, p in pods.items() if phase(p)[0] == "Failed"}
+    assert rejected == {}
+    running = [p for p in pods.values() if phase(p)[0] == "Running"]
+    assert len(running) == 20
+    per_node = {node: sum(1 for p in running if p["spec"]["nodeName"] == node) for node in nodes}
+    assert per_node == dict.fromkeys(nodes, 4)
+    waiting = [p for p in pods.values() if not p["spec"].get("nodeName")]
+    assert len(waiting) == 10
+    forwarded = metric(follower, ROUTES, route="forward") - forwarded_before
+    assert forwarded > 0  # the follower took reviews and forwarded them to the leader
+    by_binder = 20 - len(placed)
+    print(f"\n{len(placed)} of 30 placed at admission ({forwarded:.0f} forwarded by the "
+          f"follower), {by_binder} by the fallback binder, 0 rejected by a kubelet")  # fmt: skip
+
+
 def test_a_kubelet_may_touch_only_its_own_node_and_the_pods_bound_to_it(
     cluster: DevCluster, kube: Kube, namespace: str, kubelets: Kubelets
 ) -> None:
@@ -251,7 +310,7 @@ def test_a_kubelet_may_touch_only_its_own_node_and_the_pods_bound_to_it(
 
 
 def test_a_pod_bound_beyond_capacity_by_another_placer_is_rejected_and_reported_as_its_culprit(
-    kube: Kube, namespace: str, kubelets: Kubelets, webhook: WebhookProcess
+    kube: Kube, namespace: str, kubelets: Kubelets, leader: WebhookProcess
 ) -> None:
     node = kubelets.add(cpu="2", memory="4Gi")
     pods = f"/api/v1/namespaces/{namespace}/pods"
@@ -268,7 +327,7 @@ def test_a_pod_bound_beyond_capacity_by_another_placer_is_rejected_and_reported_
     seen: set[tuple[str, str, str]] = set()  # (kind, culprit, placed by), over the whole wait
 
     def rejected_and_reported() -> bool:
-        for conflict in conflicts_on(webhook, node):
+        for conflict in conflicts_on(leader, node):
             seen.update((conflict["kind"], p["name"], p["placedBy"]) for p in conflict["culprits"])
         failed = {
             n for n, p in pods_in(kube, other_ns).items() if phase(p) == ("Failed", "OutOfcpu")
@@ -279,7 +338,7 @@ def test_a_pod_bound_beyond_capacity_by_another_placer_is_rejected_and_reported_
 
     try:
         wait_for(rejected_and_reported, timeout=45, message="kubelet rejections and their reports")
-        reports = {p["name"]: c for c in conflicts_on(webhook, node) for p in c["culprits"]}
+        reports = {p["name"]: c for c in conflicts_on(leader, node) for p in c["culprits"]}
         assert {c["details"]["reason"] for c in reports.values()} == {"OutOfcpu"}
         assert {c["kind"] for c in reports.values()} == {"KubeletRejected"}
         # The pod the kubelet admitted is never named, not even while the node looked
@@ -301,10 +360,10 @@ def test_a_pod_bound_beyond_capacity_by_another_placer_is_rejected_and_reported_
 
 
 def test_evict_mode_moves_our_newest_pods_off_a_kubelet_that_came_back_smaller(
-    kube: Kube, namespace: str, kubelets: Kubelets, webhook: WebhookProcess
+    kube: Kube, namespace: str, kubelets: Kubelets, leader: WebhookProcess
 ) -> None:
     node = kubelets.add(cpu="4", memory="8Gi")
-    evicted_before = metric(webhook, EVICTIONS, result="evicted")
+    evicted_before = metric(leader, EVICTIONS, result="evicted")
     rs = f"/apis/apps/v1/namespaces/{namespace}/replicasets"
     template = pod_manifest(cpu="1", memory="64Mi", labels={"app": "web"})
     template["spec"]["terminationGracePeriodSeconds"] = 5
@@ -341,7 +400,7 @@ def test_evict_mode_moves_our_newest_pods_off_a_kubelet_that_came_back_smaller(
 
     def reported() -> list[Any]:
         return [
-            c for c in webhook.get("/debug/conflicts")[1]["conflicts"] if c["kind"] == "Overcommit"
+            c for c in leader.get("/debug/conflicts")[1]["conflicts"] if c["kind"] == "Overcommit"
         ]
 
     pods = wait_for(settled, timeout=60, message="4 replicas Running and no overcommit")
@@ -360,7 +419,7 @@ def test_evict_mode_moves_our_newest_pods_off_a_kubelet_that_came_back_smaller(
     for uid in new:  # the kubelet rejected it, evict mode evicted it, or both
         gone = uid not in pods or pods[uid]["metadata"].get("deletionTimestamp")
         assert gone or phase(pods[uid]) == ("Failed", "OutOfcpu")
-    evictions = metric(webhook, EVICTIONS, result="evicted") - evicted_before
+    evictions = metric(leader, EVICTIONS, result="evicted") - evicted_before
     print(f"\nevicted {len(evicted_notes)} of the 2 newest ({evictions:.0f} evictions); "
           f"replacements on {spare}")  # fmt: skip
 
