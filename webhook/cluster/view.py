@@ -101,7 +101,7 @@ class ClusterView:
             self._snapshot.upsert_node(obj)
         elif kind == "Pod":
             pod = PodView.from_dict(obj)
-            if pod.reservation and (pod.counted_node or pod.is_terminal):
+            if pod.reservation and (pod.counted_node or pod.is_terminal or pod.is_terminating):
                 fulfilled = self._ledger.fulfil(pod.reservation)
             self._snapshot.upsert_pod(pod)
         elif kind in WORKLOAD_KINDS:

@@ -176,7 +176,8 @@ class PodRecord:
     @property
     def counted(self) -> bool:
         """Bound, not Succeeded/Failed, not terminating: it occupies its node."""
-        return self.view.node_name is not None and not self.view.is_terminal
+        view = self.view
+        return view.node_name is not None and not (view.is_terminal or view.is_terminating)
 
     @property
     def arrival(self) -> tuple[bool, str, int, str, str]:

@@ -27,8 +27,7 @@ The unschedulable message is kube-scheduler's FitError.Error():
 sorted as strings.
 
 Deliberate differences from kube-scheduler (see also the plugin modules):
-terminating pods do not count against nodes; no nominated pods or
-preemption; when only one node is feasible its scores are still computed
+no nominated pods or preemption; when only one node is feasible its scores are still computed
 (kube-scheduler skips scoring) so that `explain` can show them.
 """
 

@@ -12,9 +12,12 @@ in; nothing is ever recomputed for the whole cluster on an event.
 Accounting rules:
 
 - a pod counts against its node when it is bound (`spec.nodeName`) and not
-  terminal: Succeeded/Failed pods and terminating pods (deletionTimestamp)
-  count for nothing (kube-scheduler keeps terminating pods; see the module
-  notes in framework.py for this deliberate difference);
+  terminal: Succeeded/Failed pods count for nothing (kube-scheduler's pod
+  informer drops them). A terminating pod (deletionTimestamp) still counts
+  for resources, ports and inter-pod affinity until it is deleted, as in
+  kube-scheduler's NodeInfo and the kubelet's admission (it holds its room
+  until its containers have stopped); only topology spreading skips it, as
+  kube-scheduler's PodTopologySpread does;
 - a pending pod this webhook pinned to one node (nodeAffinity mode: the
   selected-node annotation and a required `metadata.name` term naming only
   that node in every term) counts against that node too: it can land nowhere
@@ -191,7 +194,10 @@ class PodView:
     nonzero_memory: int
     """cpu/memory with 100m/200Mi substituted for containers that request none (scoring)."""
     is_terminal: bool
-    """Succeeded, Failed or terminating: counts against no node."""
+    """Succeeded or Failed: counts against no node."""
+    is_terminating: bool = False
+    """Marked for deletion (deletionTimestamp) but not terminal yet: still counts
+    where it is bound, except in topology spreading."""
     tolerations: tuple[Toleration, ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     required_node_affinity: NodeSelector | None = None
@@ -219,8 +225,11 @@ class PodView:
 
     @property
     def counted_node(self) -> str | None:
-        """The node this pod counts against while it is not terminal: bound, or pinned by us."""
-        return self.node_name or self.pinned_node
+        """The node this pod counts against while it is not terminal: bound, or pinned by us
+        (a pinned pod being deleted will never be bound: it counts nowhere)."""
+        if self.node_name:
+            return self.node_name
+        return None if self.is_terminating else self.pinned_node
 
     @property
     def has_pod_affinity(self) -> bool:
@@ -418,7 +427,7 @@ def _parse_pod(pod: Mapping[str, Any]) -> PodView:
         nz_cpu, nz_mem = _to_units(CPU, nz.get(CPU, 0)), _to_units(MEMORY, nz.get(MEMORY, 0))
 
     phase = status.get("phase")
-    terminal = phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp") is not None
+    terminal = phase in ("Succeeded", "Failed")
 
     tolerations = tuple(
         Toleration(
@@ -488,6 +497,7 @@ def _parse_pod(pod: Mapping[str, Any]) -> PodView:
         nonzero_cpu=nz_cpu,
         nonzero_memory=nz_mem,
         is_terminal=terminal,
+        is_terminating=meta.get("deletionTimestamp") is not None and not terminal,
         tolerations=tolerations,
         node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
         required_node_affinity=required_na,
@@ -633,6 +643,7 @@ class ClusterSnapshot:
         self._key_index: dict[str, set[int]] = {}
         self._ns_index: dict[int, set[int]] = {}
         self._all_pslots: set[int] = set()
+        self._terminating_pslots: set[int] = set()
         # host ports: node -> Counter(HostPort); (protocol, port) -> Counter(node)
         self._node_ports: dict[str, Counter[HostPort]] = {}
         self._port_nodes: dict[tuple[str, int], Counter[str]] = {}
@@ -815,9 +826,14 @@ class ClusterSnapshot:
         return self._node_ports.get(node_name, {})
 
     def match_pods(
-        self, selector: LabelSelector, namespaces: npt.NDArray[np.int32] | None
+        self,
+        selector: LabelSelector,
+        namespaces: npt.NDArray[np.int32] | None,
+        *,
+        terminating: bool = True,
     ) -> npt.NDArray[np.int64]:
-        """Pod slots of counted pods matching `selector` in `namespaces` (None = all)."""
+        """Pod slots of counted pods matching `selector` in `namespaces` (None = all);
+        `terminating=False` leaves out pods being deleted (topology spreading does)."""
         if selector.nothing:
             return np.zeros(0, dtype=np.int64)
         positive: list[set[int]] = []
@@ -853,6 +869,8 @@ class ClusterSnapshot:
         for s in negative:
             if result:
                 result -= s
+        if not terminating and self._terminating_pslots and result:
+            result -= self._terminating_pslots
         arr = np.fromiter(result, dtype=np.int64, count=len(result))
         if namespaces is not None and len(arr):
             arr = arr[np.isin(self.pod_ns[arr], namespaces)]
@@ -1028,6 +1046,8 @@ class ClusterSnapshot:
         self.pod_ns[pslot] = ns
         self.pod_views[pslot] = pv
         self._all_pslots.add(pslot)
+        if pv.is_terminating:
+            self._terminating_pslots.add(pslot)
         self._ns_index.setdefault(ns, set()).add(pslot)
         for k, v in pv.labels.items():
             self._label_index.setdefault(k, {}).setdefault(v, set()).add(pslot)
@@ -1058,6 +1078,7 @@ class ClusterSnapshot:
             self._apply_requests(slot, pv, -1)
         ns = int(self.pod_ns[pslot])
         self._all_pslots.discard(pslot)
+        self._terminating_pslots.discard(pslot)
         s = self._ns_index.get(ns)
         if s is not None:
             s.discard(pslot)

@@ -96,22 +96,23 @@ def test_explicit_zero_request_is_not_replaced_by_the_default() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "meta", "terminal"),
+    ("status", "meta", "marks"),
     [
-        ({"phase": "Succeeded"}, {}, True),
-        ({"phase": "Failed"}, {}, True),
-        ({"phase": "Running"}, {"deletionTimestamp": "2024-01-01T00:00:00Z"}, True),
-        ({"phase": "Running"}, {}, False),
-        ({"phase": "Pending"}, {}, False),
+        ({"phase": "Succeeded"}, {}, (True, False)),
+        ({"phase": "Failed"}, {}, (True, False)),
+        ({"phase": "Running"}, {"deletionTimestamp": "2024-01-01T00:00:00Z"}, (False, True)),
+        ({"phase": "Succeeded"}, {"deletionTimestamp": "2024-01-01T00:00:00Z"}, (True, False)),
+        ({"phase": "Running"}, {}, (False, False)),
+        ({"phase": "Pending"}, {}, (False, False)),
     ],
 )
 def test_terminal_and_terminating_pods_are_marked(
-    status: dict[str, Any], meta: dict[str, Any], terminal: bool
+    status: dict[str, Any], meta: dict[str, Any], marks: tuple[bool, bool]
 ) -> None:
     pod = PodView.from_dict(
         {"metadata": {"name": "p", **meta}, "spec": {"containers": []}, "status": status}
     )
-    assert pod.is_terminal is terminal
+    assert (pod.is_terminal, pod.is_terminating) == marks
 
 
 @pytest.mark.parametrize(

@@ -81,6 +81,19 @@ def test_pod_fits_only_when_requests_fit_the_free_allocatable(
         assert d.node_reasons["n"] == reasons
 
 
+def test_a_terminating_pod_holds_its_room_until_it_is_gone_a_finished_one_does_not() -> None:
+    """kube-scheduler's NodeInfo and the kubelet's admission both count a pod being
+    deleted until it has stopped; a Succeeded or Failed pod holds nothing."""
+    terminating = make_pod("stopping", "2", node="n")
+    terminating["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    finished = make_pod("done", "2", node="n", phase="Succeeded")
+    node = make_node("n", "2", "2Gi")
+    held = place(make_pod("p", "1"), snapshot([node], [terminating]), FIT)
+    assert held.node is None
+    assert held.node_reasons["n"] == ("Insufficient cpu",)
+    assert place(make_pod("p", "1"), snapshot([node], [finished]), FIT).node == "n"
+
+
 def test_request_larger_than_the_whole_node_is_unresolvable() -> None:
     d = place(make_pod("p", "64"), snapshot([make_node("n", "2")]), FIT)
     assert d.code is Code.UnschedulableAndUnresolvable

@@ -177,12 +177,13 @@ def _has_key(snap: ClusterSnapshot, key: str, slots: SlotArray) -> BoolArray:
 
 
 def _matching_pod_nodes(state: CycleState, selector: LabelSelector) -> npt.NDArray[np.int64]:
-    """Node slots (with repetition) of pods in the pod's namespace matching selector."""
+    """Node slots (with repetition) of pods in the pod's namespace matching selector
+    (terminating pods left out, as kube-scheduler's PodTopologySpread does)."""
     if selector.empty or selector.nothing:
         return np.zeros(0, dtype=np.int64)
     snap = state.snapshot
     ns = np.array([snap.namespace_id(state.pod.namespace)], dtype=np.int32)
-    pslots = snap.match_pods(selector, ns)
+    pslots = snap.match_pods(selector, ns, terminating=False)
     nodes = snap.pod_node[pslots].astype(np.int64)
     return nodes[nodes >= 0]
 
