@@ -167,6 +167,22 @@ def test_the_chart_with_client_auth_renders_the_self_managed_mtls_overlay() -> N
     assert_same_objects(from_kustomize(render("self-managed-mtls")), from_helm(charted))
 
 
+def test_client_auth_with_cert_manager_renders_that_overlay_with_the_client_ca_component(
+    tmp_path: Path,
+) -> None:
+    """deploy/README.md: add components/client-ca to an overlay of your own for cert-manager."""
+    folder = tmp_path / "cert-manager-mtls"
+    folder.mkdir()
+    kustomization = {
+        "resources": [os.path.relpath(DEPLOY / "overlays" / "cert-manager", folder)],
+        "components": [os.path.relpath(DEPLOY / "components" / "client-ca", folder)],
+    }
+    (folder / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    values = {"certificates": {"mode": "cert-manager"}, "clientAuth": {"enabled": True}}
+
+    assert_same_objects(from_kustomize(render_dir(folder)), from_helm(render_chart(values)))
+
+
 def test_the_network_policy_settings_render_what_an_overlay_patching_them_does(
     tmp_path: Path,
 ) -> None:
