@@ -10,11 +10,12 @@ deploy/ with the README's own overlay beside it.
 
 Each way (kustomize, then Helm on a cluster of its own): install, the
 certificates made in the cluster, the webhook Ready, a namespace opted in,
-the README's verify steps, a Deployment's pods placed by the webhook and
+the README's verify steps (the metrics port read with a token, in the
+leader's pod), a Deployment's pods placed by the webhook and
 Running on the node, the webhook's memory limit enforced by the runtime,
 (Helm) an upgrade that keeps the caBundle, the README's uninstall, nothing
-left in the cluster; and once the node is stopped, nothing of it left on
-the machine.
+left in the cluster (the reader's binding neither); and once the node is
+stopped, nothing of it left on the machine.
 """
 
 from __future__ import annotations
@@ -229,7 +230,7 @@ def test_the_readme_installs_verifies_and_uninstalls_on_a_real_node(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": APP_NAMESPACE}},
         )
         shell.run(block("Opt a namespace in"))
-        dry_run, real, health = blocks("Verify")[:3]
+        dry_run, real, health, bind_reader, read_page = blocks("Verify")
         shown = shell.run(dry_run)
         assert "nodeName: node-1" in shown, shown
         assert "placement-webhook.io/selected-node: node-1" in shown, shown
@@ -242,7 +243,23 @@ def test_the_readme_installs_verifies_and_uninstalls_on_a_real_node(
         }
         assert replicas & set(report), report  # the Lease holder, alone on its line
         assert any(line.startswith("{") and '"msg"' in line for line in report), report  # logs
-        assert isinstance(json.loads(report[-1]), dict | list), report[-1]  # /debug/conflicts
+
+        # The metrics port, read as the README says: the operator's Prometheus
+        # ServiceAccount bound to the reader role, its token used in the leader's pod.
+        admin.create(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "monitoring"}},
+        )
+        admin.create(
+            "/api/v1/namespaces/monitoring/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus"}},
+        )
+        shell.run(bind_reader)
+        conflicts = json.loads(shell.run(read_page))
+        assert isinstance(conflicts["conflicts"], list), conflicts
+        assert read_page.count("/debug/conflicts") == 1, read_page
+        metrics = shell.run(read_page.replace("/debug/conflicts", "/metrics")).splitlines()
+        assert "placement_webhook_leader 1.0" in metrics, metrics  # the replica that decides
 
         # An application's pods: placed at admission by the webhook, Running on the real node.
         admin.create(f"/apis/apps/v1/namespaces/{APP_NAMESPACE}/deployments", web_deployment(3))
@@ -286,6 +303,11 @@ def test_the_readme_installs_verifies_and_uninstalls_on_a_real_node(
         assert gone.value.is_not_found
         labels = admin.get(f"/api/v1/namespaces/{APP_NAMESPACE}")["metadata"].get("labels") or {}
         assert ENABLED_LABEL not in labels
+        with pytest.raises(ApiError) as unbound:  # the reader binding the README made
+            admin.get(
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/prometheus-placement-webhook"
+            )
+        assert unbound.value.is_not_found
         # The application's pods are the operator's: still running where they were placed.
         assert _running_on_node(_pods(admin, APP_NAMESPACE, "app=web"), 3)
         admin.close()

@@ -32,6 +32,7 @@ from tests.unit.deploy.manifests import (
     REPO,
     Obj,
     containers,
+    env_of,
     find,
     helm,
     of_kind,
@@ -61,17 +62,27 @@ def _unhashed(name: str) -> str:
 
 
 def from_kustomize(objects: Iterable[Obj]) -> dict[Key, Obj]:
-    """Kustomize's objects, with generated ConfigMap names back to the names written."""
+    """Kustomize's objects, with generated ConfigMap names back to the names written.
+
+    Only the ConfigMaps it rendered are generated ones: a volume of a ConfigMap the
+    operator makes (the client CA) keeps its name.
+    """
+    objects = list(map(copy.deepcopy, objects))
+    written = {
+        cm["metadata"]["name"]: _unhashed(cm["metadata"]["name"])
+        for cm in of_kind(objects, "ConfigMap")
+    }
     out = {}
-    for obj in map(copy.deepcopy, objects):
+    for obj in objects:
         if obj["kind"] == "Namespace":
             continue
         if obj["kind"] == "ConfigMap":
-            obj["metadata"]["name"] = _unhashed(obj["metadata"]["name"])
+            obj["metadata"]["name"] = written[obj["metadata"]["name"]]
         for deployment in of_kind([obj], "Deployment"):
             for volume in deployment["spec"]["template"]["spec"].get("volumes", []):
                 if "configMap" in volume:
-                    volume["configMap"]["name"] = _unhashed(volume["configMap"]["name"])
+                    name = volume["configMap"]["name"]
+                    volume["configMap"]["name"] = written.get(name, name)
         _parse_policy(obj)
         out[_key(obj)] = obj
     return out
@@ -148,6 +159,84 @@ def test_the_chart_with_cert_manager_renders_the_cert_manager_overlay() -> None:
     charted = render_chart({"certificates": {"mode": "cert-manager"}})
 
     assert_same_objects(from_kustomize(render("cert-manager")), from_helm(charted))
+
+
+def test_the_chart_with_client_auth_renders_the_self_managed_mtls_overlay() -> None:
+    charted = render_chart({"clientAuth": {"enabled": True}})
+
+    assert_same_objects(from_kustomize(render("self-managed-mtls")), from_helm(charted))
+
+
+def test_client_auth_with_cert_manager_renders_that_overlay_with_the_client_ca_component(
+    tmp_path: Path,
+) -> None:
+    """deploy/README.md: add components/client-ca to an overlay of your own for cert-manager."""
+    folder = tmp_path / "cert-manager-mtls"
+    folder.mkdir()
+    kustomization = {
+        "resources": [os.path.relpath(DEPLOY / "overlays" / "cert-manager", folder)],
+        "components": [os.path.relpath(DEPLOY / "components" / "client-ca", folder)],
+    }
+    (folder / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    values = {"certificates": {"mode": "cert-manager"}, "clientAuth": {"enabled": True}}
+
+    assert_same_objects(from_kustomize(render_dir(folder)), from_helm(render_chart(values)))
+
+
+def test_the_network_policy_settings_render_what_an_overlay_patching_them_does(
+    tmp_path: Path,
+) -> None:
+    """deploy/README.md: the SETTINGs of base/networkpolicy.yaml, set by a JSON patch."""
+    control_plane = [
+        {"ipBlock": {"cidr": "10.0.0.0/24"}},
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "konnectivity-agent"}},
+        },
+    ]
+    metrics_label = (
+        "/spec/ingress/1/from/0/namespaceSelector/matchLabels/kubernetes.io~1metadata.name"
+    )
+    patch = [
+        {"op": "remove", "path": "/spec/ingress/0/from/0"},
+        *(
+            {"op": "add", "path": f"/spec/ingress/0/from/{i}", "value": peer}
+            for i, peer in enumerate(control_plane)
+        ),
+        {"op": "replace", "path": metrics_label, "value": "prometheus"},
+    ]
+    folder = tmp_path / "narrowed"
+    folder.mkdir()
+    kustomization = {
+        "resources": [os.path.relpath(DEPLOY / "overlays" / "self-managed", folder)],
+        "patches": [
+            {
+                "target": {"kind": "NetworkPolicy", "name": "placement-webhook"},
+                "patch": yaml.safe_dump(patch),
+            }
+        ],
+    }
+    (folder / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    values = {"networkPolicy": {"controlPlane": control_plane, "metricsNamespace": "prometheus"}}
+
+    kustomized = from_kustomize(render_dir(folder))
+    policy = find(list(kustomized.values()), "NetworkPolicy", "placement-webhook")
+    assert policy["spec"]["ingress"][0]["from"][:2] == control_plane  # the patch took
+
+    assert_same_objects(kustomized, from_helm(render_chart(values)))
+
+
+@pytest.mark.parametrize("side", ["kustomize", "Helm"])
+def test_the_comparison_fails_when_either_side_changes_one_field(side: str) -> None:
+    kustomized = from_kustomize(render("self-managed"))
+    charted = from_helm(render_chart())
+    assert_same_objects(kustomized, charted)
+    edited = kustomized if side == "kustomize" else charted
+    policy = edited[("NetworkPolicy", NAMESPACE, "placement-webhook")]
+    policy["spec"]["ingress"][1]["ports"][0]["port"] = 9090
+
+    with pytest.raises(AssertionError):
+        assert_same_objects(kustomized, charted)
 
 
 def test_an_operators_overlay_and_the_same_helm_values_render_the_same_objects(
@@ -248,31 +337,35 @@ def test_resources_and_replicas_are_per_component() -> None:
     assert find(objects, "Deployment", "placement-webhook")["spec"]["replicas"] == 3
 
 
-def test_client_auth_mounts_the_ca_and_passes_it_to_serve() -> None:
-    """Ready for `serve --client-ca/--client-name` (the mTLS flags); off by default."""
+def test_client_auth_names_the_operators_configmap_key_and_names() -> None:
+    """The Service's name stays allowed: replicas present the serving certificate."""
     values = {
         "clientAuth": {
             "enabled": True,
             "caConfigMap": "apiserver-client-ca",
+            "key": "bundle.pem",
             "names": ["kube-apiserver", "kube-apiserver-2"],
         }
     }
-    deployment = find(render_chart(values), "Deployment", "placement-webhook")
-    pod = deployment["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
+    pod = find(render_chart(values), "Deployment", "placement-webhook")["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
     mount = next(m for m in container["volumeMounts"] if m["name"] == "client-ca")
-    volume = next(v for v in pod["volumes"] if v["name"] == "client-ca")
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "client-ca")
+    env = env_of(container)
 
-    assert container["args"] == [
-        "serve",
-        f"--client-ca={mount['mountPath']}/ca.crt",
-        "--client-name=kube-apiserver",
-        "--client-name=kube-apiserver-2",
+    assert env["PLACEMENT_WEBHOOK_CLIENT_CA"].split(",") == [
+        f"{mount['mountPath']}/bundle.pem",
+        "/etc/placement-webhook/tls/ca.crt",
     ]
+    assert (
+        env["PLACEMENT_WEBHOOK_CLIENT_NAME"] == "kube-apiserver,kube-apiserver-2,placement-webhook"
+    )
     assert mount["readOnly"] is True
     assert volume["configMap"]["name"] == "apiserver-client-ca"
     default = find(render_chart(), "Deployment", "placement-webhook")
-    assert default["spec"]["template"]["spec"]["containers"][0]["args"] == ["serve"]
+    assert "PLACEMENT_WEBHOOK_CLIENT_CA" not in env_of(
+        default["spec"]["template"]["spec"]["containers"][0]
+    )
 
 
 def _template_error(values: dict[str, Any]) -> str:
@@ -284,13 +377,23 @@ def _template_error(values: dict[str, Any]) -> str:
 def test_bad_values_stop_the_render_with_the_value_at_fault() -> None:
     assert "mode must be nodeName or nodeAffinity" in _template_error({"mode": "fastest"})
     assert "certificates.mode must be" in _template_error({"certificates": {"mode": "vault"}})
-    assert "clientAuth.caConfigMap" in _template_error({"clientAuth": {"enabled": True}})
+    no_configmap = {"clientAuth": {"enabled": True, "caConfigMap": ""}}
+    assert "clientAuth.caConfigMap" in _template_error(no_configmap)
+    no_names = {"clientAuth": {"enabled": True, "names": []}}
+    assert "clientAuth.names" in _template_error(no_names)
+    closed = {"networkPolicy": {"controlPlane": []}}
+    assert "networkPolicy.controlPlane must name at least one peer" in _template_error(closed)
+    nowhere = {"networkPolicy": {"metricsNamespace": ""}}
+    assert "networkPolicy.metricsNamespace" in _template_error(nowhere)
 
 
-@pytest.mark.parametrize("mode", ["self-managed", "cert-manager"])
-def test_helm_lint_passes_strictly(mode: str) -> None:
+@pytest.mark.parametrize(
+    "setting",
+    ["certificates.mode=self-managed", "certificates.mode=cert-manager", "clientAuth.enabled=true"],
+)
+def test_helm_lint_passes_strictly(setting: str) -> None:
     done = subprocess.run(
-        [str(helm()), "lint", "--strict", str(CHART), "--set", f"certificates.mode={mode}"],
+        [str(helm()), "lint", "--strict", str(CHART), "--set", setting],
         capture_output=True,
         text=True,
     )

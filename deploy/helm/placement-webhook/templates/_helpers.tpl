@@ -53,4 +53,13 @@ priorityClassName: {{ .Values.priorityClass.name }}
 {{- if and .Values.clientAuth.enabled (not .Values.clientAuth.caConfigMap) }}
 {{- fail "clientAuth.enabled needs clientAuth.caConfigMap (a ConfigMap holding the client CA)" }}
 {{- end }}
+{{- if and .Values.clientAuth.enabled (not .Values.clientAuth.names) }}
+{{- fail "clientAuth.enabled needs clientAuth.names (the API server's client certificate CN or DNS SAN)" }}
+{{- end }}
+{{- if not .Values.networkPolicy.controlPlane }}
+{{- fail "networkPolicy.controlPlane must name at least one peer (the default, ipBlock 0.0.0.0/0, admits any address): without one the API server cannot reach the webhook" }}
+{{- end }}
+{{- if not .Values.networkPolicy.metricsNamespace }}
+{{- fail "networkPolicy.metricsNamespace must name the namespace that may read the metrics port" }}
+{{- end }}
 {{- end }}
