@@ -8,7 +8,9 @@ every wait is for a line kube-scheduler itself writes.
 2. nodes are created and their status written (capacity, images), then the
    driver waits for kube-scheduler's "Add event for node" and "Update event
    for node" of every one of them, so its cache holds the nodes as they are;
-3. the bound pods are created (`spec.nodeName`), then the pod to schedule:
+3. the bound pods are created (`spec.nodeName`), those the case marks
+   terminating are deleted gracefully (no kubelet confirms: they stay, with a
+   deletionTimestamp), then the pod to schedule:
    one pod informer delivers them in order, so the scheduler counts every
    bound pod before it sees the new one;
 4. the driver waits for "Successfully bound pod to node" or "Unable to
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.differential import schedlog
-from tests.e2e.differential.generate import CASE_LABEL, Case
+from tests.e2e.differential.generate import CASE_LABEL, TERMINATING_ANNOTATION, Case
 from webhook.kube import Kube
 
 Obj = dict[str, Any]
@@ -52,6 +54,7 @@ INTERESTING = frozenset(
     }
 )
 FORCE = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+GRACEFUL = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 300}
 PLURAL = {
     "Service": "services",
     "ReplicationController": "replicationcontrollers",
@@ -122,6 +125,11 @@ class Applied:
 
     def items(self) -> list[Obj]:
         return [*self.namespaces, *self.workloads, *self.nodes, *self.pods]
+
+
+def _marked_terminating(pod: Obj) -> bool:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(TERMINATING_ANNOTATION) == "true"
 
 
 def _path(obj: Obj) -> str:
@@ -201,7 +209,17 @@ class Driver:
             left = sorted(missing(self.log.lines[mark:]))
             raise DriverError(f"{err}: still missing {', '.join(left)}") from None
         pods = [kube.create(_path(p), p) for p in case.pods]
+        pods = [self._terminating(p) if _marked_terminating(p) else p for p in pods]
         return Applied(namespaces, workloads, nodes, pods)
+
+    def _terminating(self, pod: Obj) -> Obj:
+        """Delete `pod` gracefully: no kubelet confirms, so it stays, marked for deletion.
+        The same pod informer delivers the update before the target pod's create."""
+        path = f"{_path(pod)}/{pod['metadata']['name']}"
+        answer = self.kube.request("DELETE", path, body=GRACEFUL)
+        if not (answer.get("metadata") or {}).get("deletionTimestamp"):
+            raise DriverError(f"{path} was deleted at once, not marked terminating")
+        return dict(answer)
 
     # ------------------------------------------------------------ one pod
 

@@ -29,6 +29,7 @@ REGION = "topology.kubernetes.io/region"
 HOSTNAME = "kubernetes.io/hostname"
 GPU = "example.com/gpu"
 CASE_LABEL = "differential.placement-webhook.io/case"
+TERMINATING_ANNOTATION = "differential.placement-webhook.io/terminating"
 APPS = ("web", "db", "cache")
 IMAGES = ("registry.example/web:1", "registry.example/db:2", "registry.example/cache:3")
 MB = 1024 * 1024
@@ -495,7 +496,18 @@ def small_case(seed: int, index: int) -> Case:
             pod(rng, f"p{i}", ns, other, names, case.workloads, node_name=rng.choice(names))
         )
     case.pod = pod(rng, "target", ns_a, ns_b, names, case.workloads, profile=case.profile)
+    mark_terminating(random.Random(f"terminating-{seed}-{index}"), case.pods)
     return case
+
+
+def mark_terminating(rng: random.Random, pods: list[Obj], share: float = 0.15) -> None:
+    """Mark about `share` of the bound pods to be deleted gracefully before the target
+    comes: with no kubelet to confirm, they stay terminating, and both schedulers must
+    count them (resources, ports, inter-pod affinity) except in topology spreading.
+    A stream of its own, so the rest of every case stays as it was generated before."""
+    for bound in pods:
+        if _chance(rng, share):
+            bound["metadata"].setdefault("annotations", {})[TERMINATING_ANNOTATION] = "true"
 
 
 def big_cluster(seed: int, nodes: int, pods: int) -> Case:
