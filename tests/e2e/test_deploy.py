@@ -229,6 +229,7 @@ def leftovers(admin: Kube) -> list[str]:
         "/api/v1/secrets": "Secret",
         "/apis/apps/v1/deployments": "Deployment",
         "/apis/policy/v1/poddisruptionbudgets": "PodDisruptionBudget",
+        "/apis/networking.k8s.io/v1/networkpolicies": "NetworkPolicy",
         "/apis/rbac.authorization.k8s.io/v1/roles": "Role",
         "/apis/rbac.authorization.k8s.io/v1/rolebindings": "RoleBinding",
         "/apis/rbac.authorization.k8s.io/v1/clusterroles": "ClusterRole",
