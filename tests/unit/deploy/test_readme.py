@@ -11,6 +11,7 @@ import re
 
 from tests.unit.deploy.manifests import REPO
 from tests.unit.deploy.readme import README, commands
+from webhook.policy.profile import load_policy
 
 
 def _sh_blocks(text: str) -> list[str]:
@@ -31,3 +32,13 @@ def test_commands_are_read_as_a_shell_reads_them() -> None:
     script = "kubectl apply -k x   # a comment\nhelm install a b \\\n  --set c=d\n# kubectl no\n"
 
     assert commands(script) == ["kubectl apply -k x", "helm install a b --set c=d"]
+
+
+def test_the_readmes_policy_example_loads_with_the_settings_it_shows() -> None:
+    """The front door's policy example is a file the webhook accepts (a setting that was
+    renamed or removed would stop start-up; this example once named one)."""
+    text = (REPO / "README.md").read_text()
+    body = re.split(r"(?m)^### ", text.split("\n### Configure the policy\n", 1)[1], maxsplit=1)[0]
+    example = re.findall(r"```yaml\n(.*?)```", body, re.S)[0]
+    policy = load_policy(example, "README.md")  # raises PolicyError naming the line at fault
+    assert policy.default_profile.score_weights.get("NodeLabelNumber") == 1
