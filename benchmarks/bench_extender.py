@@ -31,8 +31,9 @@ from webhook.extender.app import create_app
 from webhook.extender.service import Extender
 from webhook.extender.verdicts import filter_nodes, prioritize_nodes
 from webhook.policy.framework import num_feasible_nodes_to_find
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import default_policy
+from webhook.policy.snapshot import ClusterSnapshot
 
 
 def node(i: int) -> dict[str, Any]:

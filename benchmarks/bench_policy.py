@@ -34,8 +34,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from webhook.policy.framework import schedule
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import default_policy
+from webhook.policy.snapshot import ClusterSnapshot
 
 ZONES = ["zone-a", "zone-b", "zone-c", "zone-d", "zone-e"]
 BUDGET_MS = {1000: 2.0, 5000: 10.0}

@@ -34,8 +34,8 @@ from webhook.admission.placement import Placer, PlacerSettings  # noqa: E402
 from webhook.admission.review import parse_review  # noqa: E402
 from webhook.cluster.view import ClusterView  # noqa: E402
 from webhook.policy.limits import PodLimits  # noqa: E402
-from webhook.policy.model import ClusterSnapshot  # noqa: E402
 from webhook.policy.profile import default_policy  # noqa: E402
+from webhook.policy.snapshot import ClusterSnapshot  # noqa: E402
 
 NAMESPACE = {"kind": "Namespace", "metadata": {"name": "bench", "labels": {
     "placement-webhook.io/enabled": "true"}}}  # fmt: skip

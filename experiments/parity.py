@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.policy.framework import schedule
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import Profile
+from webhook.policy.snapshot import ClusterSnapshot
 
 REFERENCE = "B"
 

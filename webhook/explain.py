@@ -29,8 +29,9 @@ from typing import Any
 import yaml
 
 from webhook.policy.framework import Decision, schedule
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import Policy, PolicyError, default_policy, load_policy
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code
 
 __all__ = [

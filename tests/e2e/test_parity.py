@@ -16,8 +16,9 @@ from webhook.devcluster import DevCluster
 from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest, pod_manifest
 from webhook.kube import Kube
 from webhook.policy.framework import schedule
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import default_policy
+from webhook.policy.snapshot import ClusterSnapshot
 
 pytestmark = pytest.mark.e2e
 

@@ -16,7 +16,7 @@ import yaml
 
 from webhook.cluster.informer import Informer, WatchSource
 from webhook.cluster.view import ClusterView
-from webhook.policy.model import ClusterSnapshot
+from webhook.policy.snapshot import ClusterSnapshot
 
 # Every collection the view is built from (cluster.view.KINDS), for the webhook and the reconciler.
 WATCHED = (

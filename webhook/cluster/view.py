@@ -20,8 +20,9 @@ from typing import Any, TypeVar
 
 from webhook.cluster.ledger import ADMISSION, Ledger, Reservation
 from webhook.policy.framework import Decision, schedule
-from webhook.policy.model import RESERVATION_ANNOTATION, ClusterSnapshot, PodView
+from webhook.policy.model import RESERVATION_ANNOTATION, PodView
 from webhook.policy.profile import Profile
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code
 from webhook.policy.workloads import WORKLOAD_KINDS, object_key
 

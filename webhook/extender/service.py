@@ -37,8 +37,9 @@ from webhook.cluster.view import ClusterView
 from webhook.extender import wire
 from webhook.extender.ratelimit import TokenBucket
 from webhook.extender.verdicts import Scoring, filter_nodes, prioritize_nodes
-from webhook.policy.model import RESERVATION_ANNOTATION, ClusterSnapshot, PodView
+from webhook.policy.model import RESERVATION_ANNOTATION, PodView
 from webhook.policy.profile import Policy, Profile
+from webhook.policy.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,9 @@ import numpy as np
 
 from webhook.policy.framework import tie_break
 from webhook.policy.interface import CycleState, FilterResult
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import Profile
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code, Status
 
 MAX_PRIORITY = 10

@@ -42,8 +42,9 @@ import numpy as np
 import numpy.typing as npt
 
 from webhook.policy.interface import CycleState, FilterResult, IntArray, SlotArray
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import Profile
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code, Status
 
 __all__ = ["Decision", "num_feasible_nodes_to_find", "schedule", "score_nodes", "tie_break"]

@@ -22,7 +22,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code, Status
 
 __all__ = [

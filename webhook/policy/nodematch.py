@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from webhook.policy.interface import BoolArray, CycleState, SlotArray
-from webhook.policy.model import ClusterSnapshot, Taint, Toleration, tolerates
+from webhook.policy.model import Taint, Toleration, tolerates
 from webhook.policy.selectors import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from webhook.policy.snapshot import ClusterSnapshot
 
 __all__ = [
     "first_untolerated_taint",

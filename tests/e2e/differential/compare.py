@@ -34,8 +34,9 @@ import numpy as np
 from tests.e2e.differential.schedlog import Cycle
 from webhook.policy.framework import num_feasible_nodes_to_find, schedule, score_nodes
 from webhook.policy.interface import CycleState
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import Policy
+from webhook.policy.snapshot import ClusterSnapshot
 
 UNMODELED_SCORES = frozenset({"VolumeBinding", "DynamicResources"})
 MAX_DIFFERENCES = 25

@@ -29,8 +29,8 @@ from webhook.admission.patch import (
 )
 from webhook.admission.placement import Placer, PlacerSettings
 from webhook.cluster.view import ClusterView
-from webhook.policy.model import ClusterSnapshot
 from webhook.policy.profile import PlacementSettings, Policy, default_policy
+from webhook.policy.snapshot import ClusterSnapshot
 
 OPTED_IN = {"placement-webhook.io/enabled": "true"}
 

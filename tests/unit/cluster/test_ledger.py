@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from webhook.cluster.ledger import ADMISSION, BINDER, EXTENDER, Ledger
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
+from webhook.policy.snapshot import ClusterSnapshot
 
 
 class Clock:

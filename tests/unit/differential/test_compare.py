@@ -9,8 +9,9 @@ from tests.e2e.differential.generate import big_cluster, small_case
 from tests.e2e.differential.policies import CONFIG
 from tests.e2e.differential.schedlog import Cycle
 from webhook.policy.framework import schedule
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import load_policy
+from webhook.policy.snapshot import ClusterSnapshot
 
 POLICY = load_policy(CONFIG)
 

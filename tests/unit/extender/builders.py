@@ -6,8 +6,8 @@ from typing import Any
 
 import orjson
 
-from webhook.policy.model import ClusterSnapshot
 from webhook.policy.profile import Profile, load_policy
+from webhook.policy.snapshot import ClusterSnapshot
 
 
 def node(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.policy.framework import Decision, schedule
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import Profile, default_policy, load_policy
+from webhook.policy.snapshot import ClusterSnapshot
 
 
 def make_node(

@@ -22,9 +22,10 @@ from policy_builders import make_node, make_pod
 from webhook import explain
 from webhook.policy.framework import schedule
 from webhook.policy.interface import CycleState
-from webhook.policy.model import ClusterSnapshot, PodView, Taint, tolerates
+from webhook.policy.model import PodView, Taint, tolerates
 from webhook.policy.profile import Profile, load_policy
 from webhook.policy.selectors import parse_int64
+from webhook.policy.snapshot import ClusterSnapshot
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

@@ -3,7 +3,8 @@ from typing import Any
 import pytest
 from policy_builders import make_node, make_pod, snapshot
 
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
+from webhook.policy.snapshot import ClusterSnapshot
 
 
 def _pod(spec: dict[str, Any], **meta: Any) -> PodView:

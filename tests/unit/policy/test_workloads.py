@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.selectors import LabelRequirement, LabelSelector
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.workloads import ControllerRef, WorkloadSelectors
 
 RS = ControllerRef("apps/v1", "ReplicaSet", "web-7d9")

@@ -51,7 +51,8 @@ from webhook.policy.interface import (
     SlotArray,
     check_fields,
 )
-from webhook.policy.model import AffinityTerm, ClusterSnapshot, WeightedAffinityTerm
+from webhook.policy.model import AffinityTerm, WeightedAffinityTerm
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code, Status
 
 NAME: Final = "InterPodAffinity"

@@ -46,9 +46,10 @@ from webhook.policy.interface import (
     SlotArray,
     check_fields,
 )
-from webhook.policy.model import ClusterSnapshot, SpreadConstraint
+from webhook.policy.model import SpreadConstraint
 from webhook.policy.nodematch import pod_required_affinity_mask, untolerated_mask
 from webhook.policy.selectors import LabelSelector
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code, Status
 
 NAME: Final = "PodTopologySpread"
