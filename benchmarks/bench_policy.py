@@ -33,8 +33,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import schedule
-from webhook.policy.model import PodView
+from webhook.policy.model import NodeView, PodView
 from webhook.policy.profile import default_policy
 from webhook.policy.snapshot import ClusterSnapshot
 
@@ -233,7 +234,7 @@ def build_cluster(
             pods.append(make_pod(f"{app}-{r}", app, node, rng, anti, spread, preferred))
         app_i += 1
     t1 = time.perf_counter()
-    snap = ClusterSnapshot.from_objects(nodes, pods)
+    snap = build_snapshot(nodes, pods)
     for workload in make_workloads([f"app-{i}" for i in range(app_i)], rng):
         snap.workloads.upsert(workload["kind"], workload)
     t2 = time.perf_counter()
@@ -246,16 +247,16 @@ def build_cluster(
         moved.append(q)
     t3 = time.perf_counter()
     for q in moved:
-        snap.upsert_pod(q)
+        snap.upsert_pod(PodView.from_dict(q))
     t4 = time.perf_counter()
     for p in sample:
-        snap.upsert_pod(p)
+        snap.upsert_pod(PodView.from_dict(p))
     sample_nodes = [json.loads(json.dumps(n)) for n in nodes[:200]]
     for n in sample_nodes:
         n["metadata"]["labels"]["example.com/drain"] = "soon"
     t5 = time.perf_counter()
     for n in sample_nodes:
-        snap.upsert_node(n)
+        snap.upsert_node(NodeView.from_dict(n))
     t6 = time.perf_counter()
     stats = {
         "generate_s": t1 - t0,

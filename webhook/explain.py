@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from webhook.policy.dump import snapshot_from_list
 from webhook.policy.framework import Decision, schedule
 from webhook.policy.model import PodView
 from webhook.policy.profile import Policy, PolicyError, default_policy, load_policy
@@ -135,7 +136,7 @@ def load_snapshot(path: str) -> Cluster:
             f"snapshot {path}: expected a v1 List with items (kubectl get ... -o json)"
         )
     try:
-        snapshot = ClusterSnapshot.from_list(doc)
+        snapshot = snapshot_from_list(doc)
     except (ValueError, TypeError, AttributeError) as exc:
         raise InputError(f"snapshot {path}: {exc}") from None
     classes = {

@@ -16,7 +16,7 @@ import yaml
 
 from webhook.cluster.informer import Informer, WatchSource
 from webhook.cluster.view import ClusterView
-from webhook.policy.snapshot import ClusterSnapshot
+from webhook.policy.dump import snapshot_from_list
 
 # Every collection the view is built from (cluster.view.KINDS), for the webhook and the reconciler.
 WATCHED = (
@@ -73,9 +73,7 @@ class SnapshotSource:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.view = ClusterView(
-            ClusterSnapshot.from_list({"items": load_list(self.path)}), synced=True
-        )
+        self.view = ClusterView(snapshot_from_list({"items": load_list(self.path)}), synced=True)
 
     def start(self) -> ClusterView:
         return self.view

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from webhook.cluster.ledger import ADMISSION, Ledger, Reservation
 from webhook.policy.framework import Decision, schedule
-from webhook.policy.model import RESERVATION_ANNOTATION, PodView
+from webhook.policy.model import RESERVATION_ANNOTATION, NamespaceView, NodeView, PodView
 from webhook.policy.profile import Profile
 from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code
@@ -74,7 +74,7 @@ class ClusterView:
         max_unconfirmed_share: float = 0.5,
     ):
         self._lock = threading.Lock()
-        self._snapshot = snapshot or ClusterSnapshot.from_objects([], [])
+        self._snapshot = snapshot or ClusterSnapshot()
         self._clock = clock
         self._ledger = Ledger(
             self._snapshot, clock=clock, max_unconfirmed_share=max_unconfirmed_share
@@ -99,7 +99,7 @@ class ClusterView:
         """Store an object; for a pod one of our reservations made, return that reservation."""
         fulfilled = None
         if kind == "Node":
-            self._snapshot.upsert_node(obj)
+            self._snapshot.upsert_node(NodeView.from_dict(obj))
         elif kind == "Pod":
             pod = PodView.from_dict(obj)
             if pod.reservation and (pod.counted_node or pod.is_terminal):
@@ -108,7 +108,7 @@ class ClusterView:
         elif kind in WORKLOAD_KINDS:
             self._snapshot.workloads.upsert(kind, obj)
         else:
-            self._snapshot.upsert_namespace(obj)
+            self._snapshot.upsert_namespace(NamespaceView.from_dict(obj))
         self._known[kind].add(self._key(kind, obj))
         return fulfilled
 

@@ -26,10 +26,12 @@ from webhook.policy.unmodeled import unmodeled_reason
 from webhook.policy.workloads import ControllerRef
 
 __all__ = [
+    "NAMESPACE_NAME_LABEL",
     "RESERVATION_ANNOTATION",
     "SELECTED_NODE_ANNOTATION",
     "AffinityTerm",
     "HostPort",
+    "NamespaceView",
     "NodeView",
     "PodView",
     "QuantityError",
@@ -43,6 +45,8 @@ __all__ = [
 
 RESERVATION_ANNOTATION: Final = RESERVATION
 SELECTED_NODE_ANNOTATION: Final = SELECTED_NODE
+#: The label the API server gives every namespace (namespace selectors match it).
+NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
 EPHEMERAL: Final = "ephemeral-storage"
@@ -497,3 +501,22 @@ class NodeView:
             allocatable=allocatable,
             images=images,
         )
+
+
+# ------------------------------------------------------------- NamespaceView
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceView:
+    """A namespace's name and labels (pod affinity's namespaceSelector matches them)."""
+
+    name: str
+    labels: Mapping[str, str]
+
+    @staticmethod
+    def from_dict(ns: Mapping[str, Any]) -> NamespaceView:
+        meta = ns.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        labels.setdefault(NAMESPACE_NAME_LABEL, name)
+        return NamespaceView(name, labels)

@@ -22,7 +22,9 @@ Accounting rules:
   `forget(key)`. When that happens is the reservation ledger's business
   (webhook.cluster.ledger); the snapshot only counts.
 
-Not thread-safe: the caller serialises access.
+The store takes parsed views only (webhook.policy.model); whole clusters
+of API objects come in through webhook.policy.dump. Not thread-safe: the
+caller serialises access.
 """
 
 from __future__ import annotations
@@ -40,15 +42,17 @@ from webhook.policy.model import (
     CPU,
     EPHEMERAL,
     MEMORY,
+    NAMESPACE_NAME_LABEL,
     PODS,
     AffinityTerm,
     HostPort,
+    NamespaceView,
     NodeView,
     PodView,
     Taint,
 )
 from webhook.policy.selectors import LabelSelector, parse_int64
-from webhook.policy.workloads import WORKLOAD_KINDS, WorkloadSelectors
+from webhook.policy.workloads import WorkloadSelectors
 
 __all__ = ["ClusterSnapshot", "LabelColumn"]
 
@@ -125,7 +129,6 @@ class ClusterSnapshot:
         self.pod_node: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         self.pod_ns: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         self.pod_views: list[PodView | None] = []
-        self._pod_entry_node: list[str] = []
         self._label_index: dict[str, dict[str, set[int]]] = {}
         self._key_index: dict[str, set[int]] = {}
         self._ns_index: dict[int, set[int]] = {}
@@ -149,48 +152,6 @@ class ClusterSnapshot:
         self._image_cache: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
         # Service and controller selectors (default spreading)
         self.workloads = WorkloadSelectors()
-
-    # ------------------------------------------------------------ builders
-
-    @classmethod
-    def from_objects(
-        cls,
-        nodes: Iterable[Mapping[str, Any]],
-        pods: Iterable[Mapping[str, Any]],
-        namespaces: Iterable[Mapping[str, Any]] = (),
-    ) -> ClusterSnapshot:
-        snap = cls()
-        for ns in namespaces:
-            snap.upsert_namespace(ns)
-        for n in nodes:
-            snap.upsert_node(n)
-        for p in pods:
-            snap.upsert_pod(p)
-        return snap
-
-    @classmethod
-    def from_list(cls, doc: Mapping[str, Any]) -> ClusterSnapshot:
-        """From a `kubectl get nodes,pods[,namespaces,services,replicasets,...] -A -o json` List."""
-        items = doc.get("items")
-        if not isinstance(items, list):
-            raise ValueError("snapshot must be a v1 List with an 'items' array")
-        nodes, pods, nss, workloads = [], [], [], []
-        for i, item in enumerate(items):
-            if not isinstance(item, Mapping):
-                raise ValueError(f"items[{i}] is not an object")
-            kind = item.get("kind")
-            if kind == "Node":
-                nodes.append(item)
-            elif kind == "Pod":
-                pods.append(item)
-            elif kind == "Namespace":
-                nss.append(item)
-            elif kind in WORKLOAD_KINDS:
-                workloads.append(item)
-        snap = cls.from_objects(nodes, pods, nss)
-        for item in workloads:
-            snap.workloads.upsert(str(item["kind"]), item)
-        return snap
 
     # ------------------------------------------------------------ queries
 
@@ -263,7 +224,7 @@ class ClusterSnapshot:
         """Labels of a namespace; unknown namespaces get the automatic name label."""
         labels = self._ns_labels.get(name)
         if labels is None:
-            return {"kubernetes.io/metadata.name": name}
+            return {NAMESPACE_NAME_LABEL: name}
         return labels
 
     def namespace_id(self, name: str) -> int:
@@ -357,14 +318,10 @@ class ClusterSnapshot:
 
     # ------------------------------------------------------------ namespaces
 
-    def upsert_namespace(self, ns: Mapping[str, Any]) -> None:
-        meta = ns.get("metadata") or {}
-        name = str(meta.get("name") or "")
-        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-        labels.setdefault("kubernetes.io/metadata.name", name)
-        self.namespace_id(name)
-        if self._ns_labels.get(name) != labels:
-            self._ns_labels[name] = labels
+    def upsert_namespace(self, ns: NamespaceView) -> None:
+        self.namespace_id(ns.name)
+        if self._ns_labels.get(ns.name) != ns.labels:
+            self._ns_labels[ns.name] = ns.labels
             self.version += 1
 
     def remove_namespace(self, name: str) -> None:
@@ -409,8 +366,7 @@ class ClusterSnapshot:
             self.label_columns[key] = col
         return col
 
-    def upsert_node(self, node: Mapping[str, Any] | NodeView) -> None:
-        view = node if isinstance(node, NodeView) else NodeView.from_dict(node)
+    def upsert_node(self, view: NodeView) -> None:
         slot = self._node_slot.get(view.name)
         if slot is not None:
             old = self._nodes[slot]
@@ -618,9 +574,8 @@ class ClusterSnapshot:
                     if not c:
                         del table[t]
 
-    def upsert_pod(self, pod: Mapping[str, Any] | PodView) -> None:
+    def upsert_pod(self, pv: PodView) -> None:
         """Add or update a pod (moves, phase changes, deletion marks all handled)."""
-        pv = pod if isinstance(pod, PodView) else PodView.from_dict(pod)
         uid = pv.uid or pv.key
         old = self._pods.get(uid)
         if old is not None and old == pv:

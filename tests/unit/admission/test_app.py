@@ -29,8 +29,8 @@ from webhook.admission.patch import (
 )
 from webhook.admission.placement import Placer, PlacerSettings
 from webhook.cluster.view import ClusterView
+from webhook.policy.dump import build_snapshot
 from webhook.policy.profile import PlacementSettings, Policy, default_policy
-from webhook.policy.snapshot import ClusterSnapshot
 
 OPTED_IN = {"placement-webhook.io/enabled": "true"}
 
@@ -77,7 +77,7 @@ def namespace(name: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 def make_view(nodes: list[dict[str, Any]], max_unconfirmed_share: float = 0.5) -> ClusterView:
-    snapshot = ClusterSnapshot.from_objects(nodes, [], [namespace("apps", OPTED_IN)])
+    snapshot = build_snapshot(nodes, [], [namespace("apps", OPTED_IN)])
     view = ClusterView(snapshot, synced=True, max_unconfirmed_share=max_unconfirmed_share)
     view.replace("Namespace", [[namespace("apps", OPTED_IN)]])
     return view

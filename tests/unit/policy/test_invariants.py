@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from policy_builders import make_node, make_pod
 
 from webhook import explain
+from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import schedule
 from webhook.policy.interface import CycleState
-from webhook.policy.model import PodView, Taint, tolerates
+from webhook.policy.model import NodeView, PodView, Taint, tolerates
 from webhook.policy.profile import Profile, load_policy
 from webhook.policy.selectors import parse_int64
 from webhook.policy.snapshot import ClusterSnapshot
@@ -417,7 +418,7 @@ def test_vectorised_filters_agree_with_the_per_node_reference(sc: Any) -> None:
     nodes, pods, incoming = sc
     ref = Ref(nodes, pods, incoming)
     expected = {n["metadata"]["name"]: r for n in nodes if (r := ref.reasons(n))}
-    snap = ClusterSnapshot.from_objects(nodes, pods)
+    snap = build_snapshot(nodes, pods)
     d = schedule(PodView.from_dict(incoming), snap, ALL_NODES)
     assert dict(d.node_reasons) == expected
     assert set(d.feasible_nodes) == {n["metadata"]["name"] for n in nodes} - set(expected)
@@ -439,7 +440,7 @@ def test_spread_and_inter_pod_affinity_filters_agree_with_the_reference(sc: Any)
     ref = Ref(nodes, pods, incoming)
     only = {"PodTopologySpread", "InterPodAffinity"}
     expected = {n["metadata"]["name"]: r for n in nodes if (r := ref.reasons(n, only))}
-    snap = ClusterSnapshot.from_objects(nodes, pods)
+    snap = build_snapshot(nodes, pods)
     d = schedule(PodView.from_dict(incoming), snap, SPREAD_AND_AFFINITY)
     assert dict(d.node_reasons) == expected
 
@@ -448,7 +449,7 @@ def test_spread_and_inter_pod_affinity_filters_agree_with_the_reference(sc: Any)
 @given(scenario())
 def test_scores_are_normalized_and_totals_are_weighted_sums(sc: Any) -> None:
     nodes, pods, incoming = sc
-    d = schedule(PodView.from_dict(incoming), ClusterSnapshot.from_objects(nodes, pods), ALL_NODES)
+    d = schedule(PodView.from_dict(incoming), build_snapshot(nodes, pods), ALL_NODES)
     for row in d.scores.values():
         total = 0
         for plugin, score in row.items():
@@ -467,7 +468,7 @@ def test_scores_are_normalized_and_totals_are_weighted_sums(sc: Any) -> None:
 def test_verdicts_do_not_depend_on_insertion_order_or_history(sc: Any, rnd: random.Random) -> None:
     nodes, pods, incoming = sc
     pod = PodView.from_dict(incoming)
-    a = schedule(pod, ClusterSnapshot.from_objects(nodes, pods), ALL_NODES)
+    a = schedule(pod, build_snapshot(nodes, pods), ALL_NODES)
 
     shuffled_nodes, shuffled_pods = list(nodes), list(pods)
     rnd.shuffle(shuffled_nodes)
@@ -475,17 +476,17 @@ def test_verdicts_do_not_depend_on_insertion_order_or_history(sc: Any, rnd: rand
     snap = ClusterSnapshot()
     # history: pods first (nodes unknown), a node removed and re-added, pods moved back and forth
     for p in shuffled_pods:
-        snap.upsert_pod(p)
+        snap.upsert_pod(PodView.from_dict(p))
     for n in shuffled_nodes:
-        snap.upsert_node(n)
+        snap.upsert_node(NodeView.from_dict(n))
     victim = shuffled_nodes[0]
     snap.remove_node(victim["metadata"]["name"])
     for p in shuffled_pods:
         moved = {**p, "spec": {**p["spec"], "nodeName": victim["metadata"]["name"]}}
-        snap.upsert_pod(moved)
-    snap.upsert_node(victim)
+        snap.upsert_pod(PodView.from_dict(moved))
+    snap.upsert_node(NodeView.from_dict(victim))
     for p in shuffled_pods:
-        snap.upsert_pod(p)
+        snap.upsert_pod(PodView.from_dict(p))
     snap.assume("r", PodView.from_dict(make_pod("ghost", "1")), victim["metadata"]["name"])
     snap.forget("r")
     b = schedule(pod, snap, ALL_NODES)
@@ -514,7 +515,7 @@ def _passes_alone(pod: PodView, snap: ClusterSnapshot, profile: Profile, node: s
 @given(scenario())
 def test_a_placed_pod_passes_every_enabled_filter(sc: Any) -> None:
     nodes, pods, incoming = sc
-    snap = ClusterSnapshot.from_objects(nodes, pods)
+    snap = build_snapshot(nodes, pods)
     pod = PodView.from_dict(incoming)
     d = schedule(pod, snap, ALL_NODES)
     if d.node is not None:
@@ -525,7 +526,7 @@ def test_a_placed_pod_passes_every_enabled_filter(sc: Any) -> None:
 @given(scenario())
 def test_explain_and_schedule_agree(sc: Any) -> None:
     nodes, pods, incoming = sc
-    snap = ClusterSnapshot.from_objects(nodes, pods)
+    snap = build_snapshot(nodes, pods)
     pod = PodView.from_dict(incoming)
     from webhook.policy.profile import Policy
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from webhook.policy.dump import snapshot_from_list
 from webhook.policy.model import PodView
 from webhook.policy.selectors import LabelRequirement, LabelSelector
-from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.workloads import ControllerRef, WorkloadSelectors
 
 RS = ControllerRef("apps/v1", "ReplicaSet", "web-7d9")
@@ -111,7 +111,7 @@ def test_a_snapshot_list_carries_services_and_controllers() -> None:
     pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "shop", "labels": WEB,
            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                 "name": "web-7d9", "controller": True}]}, "spec": {}}  # fmt: skip
-    snap = ClusterSnapshot.from_list({"items": [
+    snap = snapshot_from_list({"items": [
         workload("Service", "web", {"app": "web"}),
         workload("ReplicaSet", "web-7d9", {"matchLabels": {"pod-template-hash": "7d9"}}),
     ]})  # fmt: skip
