@@ -287,7 +287,8 @@ def to_table(
     plugins = [p for p in decision.weights if any(p in s for s in scores.values())]
     header = ["", "NODE", "FILTER", *[_abbrev(p) for p in plugins], "TOTAL"]
     feasible = sorted(scores, key=lambda n: (-scores[n]["total"], n))
-    rejected = sorted(decision.node_reasons)
+    node_reasons = decision.node_reasons
+    rejected = sorted(node_reasons)
     evaluated = set(feasible) | set(rejected)
     not_evaluated = [n for n in snapshot.node_names() if n not in evaluated]
     big = len(snapshot) > FULL_TABLE_MAX_NODES and not all_nodes
@@ -300,7 +301,7 @@ def to_table(
         rows.append([mark, n, "ok", *[str(s.get(p, "-")) for p in plugins], str(s["total"])])
     if not big:
         for n in rejected:
-            reasons = "; ".join(decision.node_reasons[n])
+            reasons = "; ".join(node_reasons[n])
             rows.append(["", n, reasons, *["" for _ in plugins], ""])
         for n in not_evaluated:
             rows.append(["", n, "(not evaluated)", *["" for _ in plugins], ""])

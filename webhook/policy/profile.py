@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import yaml
 
-from webhook.policy.interface import ArgsError, FilterPlugin, ScorePlugin
+from webhook.policy.interface import ArgsError, FilterPlugin, PreFilterPlugin, ScorePlugin
 from webhook.policy.registry import REGISTRY, PluginSpec, validate_unmodeled_args
 
 __all__ = [
@@ -138,13 +138,15 @@ class PolicyError(ValueError):
 
 @dataclass(frozen=True)
 class Profile:
-    """One scheduling profile: the ordered filters and weighted scorers."""
+    """One scheduling profile: its plugins per extension point, in order, scorers weighted."""
 
     name: str
     filters: tuple[FilterPlugin, ...]
     scorers: tuple[tuple[ScorePlugin, int], ...]
     percentage_of_nodes_to_score: int | None = None
     """None or 0: kube-scheduler's adaptive default (50 - nodes/125, at least 5%)."""
+    pre_filters: tuple[PreFilterPlugin, ...] = ()
+    """The enabled filter plugins that have a pre-filter, in filter order."""
 
     @property
     def scheduler_name(self) -> str:
@@ -493,7 +495,14 @@ def build_profile(
     scorers = tuple(
         (inst, weights.get(p.name, 1)) for p in score_refs if (inst := instance(p.name)) is not None
     )
-    return Profile(name=name, filters=filters, scorers=scorers, percentage_of_nodes_to_score=pct)
+    pre_filters = tuple(f for f in filters if isinstance(f, PreFilterPlugin))
+    return Profile(
+        name=name,
+        filters=filters,
+        scorers=scorers,
+        percentage_of_nodes_to_score=pct,
+        pre_filters=pre_filters,
+    )
 
 
 # ---------------------------------------------------------------- documents

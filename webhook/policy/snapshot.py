@@ -120,6 +120,7 @@ class ClusterSnapshot:
         self.label_columns: dict[str, LabelColumn] = {}
         self._sorted: npt.NDArray[np.int64] | None = None
         self._node_names_sorted: list[str] | None = None
+        self._slot_names: tuple[str, ...] | None = None
         # pods (all known pods, by uid) and counted entries (by entry key)
         self._pods: dict[str, PodView] = {}
         self._entries: dict[str, tuple[PodView, str, int]] = {}  # key -> (pod, node, pslot)
@@ -185,11 +186,21 @@ class ClusterSnapshot:
         return [nodes[s].name for s in slots]  # type: ignore[union-attr]
 
     def sorted_slots(self) -> npt.NDArray[np.int64]:
-        """Alive node slots in node-name order (the deterministic scan order)."""
+        """Alive node slots in node-name order (the deterministic scan order); read-only."""
         if self._sorted is None:
             names = sorted(self._node_slot)
-            self._sorted = np.array([self._node_slot[n] for n in names], dtype=np.int64)
+            order = np.array([self._node_slot[n] for n in names], dtype=np.int64)
+            order.flags.writeable = False
+            self._sorted = order
         return self._sorted
+
+    def slot_names(self) -> tuple[str, ...]:
+        """The node name of every slot ("" for a free slot), until nodes come or go.
+
+        A new table replaces the old one then, so a decision can keep it."""
+        if self._slot_names is None:
+            self._slot_names = tuple("" if n is None else n.name for n in self._nodes)
+        return self._slot_names
 
     def pods_on(self, node_name: str) -> list[PodView]:
         """Pods counted against the node, reservations included."""
@@ -379,8 +390,7 @@ class ClusterSnapshot:
                 self._grow_nodes()
             slot = self._free.pop()
             self._node_slot[view.name] = slot
-            self._sorted = None
-            self._node_names_sorted = None
+            self._node_set_changed()
             self.alive[slot] = True
             self.name_hash[slot] = _name_hash(view.name)
             self.requested[slot] = 0
@@ -408,6 +418,13 @@ class ClusterSnapshot:
                 self._image_nodes.setdefault(n, {})[view.name] = size
         self._image_cache.clear()
         self.version += 1
+
+    def _node_set_changed(self) -> None:
+        """Nodes came or went: the orders and name tables are rebuilt when next asked for
+        (and the old ones, which decisions may hold, stay as they were)."""
+        self._sorted = None
+        self._node_names_sorted = None
+        self._slot_names = None
 
     def _entry_keys_on(self, node_name: str) -> list[str]:
         return list(self._by_node.get(node_name, ()))
@@ -441,8 +458,7 @@ class ClusterSnapshot:
         self.taint_set[slot] = 0
         self._free.append(slot)
         self._image_cache.clear()
-        self._sorted = None
-        self._node_names_sorted = None
+        self._node_set_changed()
         self.version += 1
 
     # ------------------------------------------------------------ pods

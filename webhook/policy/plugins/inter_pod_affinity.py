@@ -277,7 +277,6 @@ class InterPodAffinity:
         existing("pref_aff", 1)
         existing("pref_anti", -1)
 
-        state.memo["ipa_has_topology_score"] = bool(topo)
         total = np.zeros(len(slots), dtype=np.int64)
         for key, arr in topo.items():
             col = snap.label_columns[key]
@@ -288,7 +287,7 @@ class InterPodAffinity:
         return total
 
     def normalize(self, state: CycleState, scores: IntArray) -> IntArray:
-        if not state.memo.get("ipa_has_topology_score") or len(scores) == 0:
+        if len(scores) == 0:
             return scores
         lo, hi = int(scores.min()), int(scores.max())
         if hi - lo <= 0:
