@@ -46,7 +46,7 @@ from bench_policy import make_node, make_pod, make_workloads
 from webhook.cluster.informer import Informer
 from webhook.cluster.view import ClusterView
 from webhook.policy.model import PodView
-from webhook.policy.profile import default_policy
+from webhook.policy.policy_file import default_policy
 from webhook.policy.workloads import WorkloadSelectors
 
 PAGE = 500

@@ -33,7 +33,7 @@ from webhook.extender.verdicts import filter_nodes, prioritize_nodes
 from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import num_feasible_nodes_to_find
 from webhook.policy.model import PodView
-from webhook.policy.profile import default_policy
+from webhook.policy.policy_file import default_policy
 
 
 def node(i: int) -> dict[str, Any]:

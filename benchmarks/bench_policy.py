@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import schedule
 from webhook.policy.model import NodeView, PodView
-from webhook.policy.profile import default_policy
+from webhook.policy.policy_file import default_policy
 from webhook.policy.snapshot import ClusterSnapshot
 
 ZONES = ["zone-a", "zone-b", "zone-c", "zone-d", "zone-e"]

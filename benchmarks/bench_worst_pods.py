@@ -35,7 +35,7 @@ from webhook.admission.review import parse_review  # noqa: E402
 from webhook.cluster.view import ClusterView  # noqa: E402
 from webhook.policy.dump import build_snapshot  # noqa: E402
 from webhook.policy.limits import PodLimits  # noqa: E402
-from webhook.policy.profile import default_policy  # noqa: E402
+from webhook.policy.policy_file import default_policy  # noqa: E402
 
 NAMESPACE = {"kind": "Namespace", "metadata": {"name": "bench", "labels": {
     "placement-webhook.io/enabled": "true"}}}  # fmt: skip

@@ -19,7 +19,7 @@ def _env(name: str, default: str | None = None) -> str | None:
 
 
 def _load_policy(path: str | None):  # type: ignore[no-untyped-def]
-    from webhook.policy.profile import PolicyError, default_policy, load_policy
+    from webhook.policy.policy_file import PolicyError, default_policy, load_policy
 
     if not path:
         return default_policy()

@@ -31,7 +31,7 @@ import yaml
 from webhook.policy.dump import snapshot_from_list
 from webhook.policy.framework import Decision, schedule
 from webhook.policy.model import PodView
-from webhook.policy.profile import Policy, PolicyError, default_policy, load_policy
+from webhook.policy.policy_file import Policy, PolicyError, default_policy, load_policy
 from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code
 

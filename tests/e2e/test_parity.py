@@ -18,7 +18,7 @@ from webhook.kube import Kube
 from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import schedule
 from webhook.policy.model import PodView
-from webhook.policy.profile import default_policy
+from webhook.policy.policy_file import default_policy
 
 pytestmark = pytest.mark.e2e
 

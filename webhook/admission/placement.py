@@ -27,12 +27,15 @@ from typing import Any
 
 from webhook.admission import patch as patches
 from webhook.admission.review import AdmissionRequest, PatchOperation
-from webhook.admission.rules import SCHEDULER_NAME, why_not_handled
+from webhook.admission.rules import why_not_handled
 from webhook.cluster.view import ClusterView, Placement
 from webhook.policy.framework import Decision
 from webhook.policy.limits import PodLimits, why_not_evaluable
+from webhook.policy.marks import SCHEDULER_NAME
 from webhook.policy.model import PodView
-from webhook.policy.profile import Policy, Profile
+from webhook.policy.placement_policy import Mode
+from webhook.policy.policy_file import Policy
+from webhook.policy.profile import Profile
 from webhook.policy.status import Code
 from webhook.policy.validation import invalid_reason
 
@@ -270,7 +273,7 @@ class Placer:
         if placement.key is not None:
             notes[patches.RESERVATION] = placement.key
         ops = patches.annotation_ops(pod, notes)
-        if self.policy.placement.mode == "nodeAffinity":
+        if self.policy.placement.mode is Mode.NODE_AFFINITY:
             ops += patches.node_affinity_ops(unplaced, decision.node)
         else:
             ops += patches.node_name_ops(decision.node)

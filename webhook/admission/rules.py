@@ -11,9 +11,9 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from webhook.policy import marks
+from webhook.policy.marks import SCHEDULER_NAME as SCHEDULER_NAME  # webhook.demo imports it here
+from webhook.policy.placement_policy import Mode
 
-SCHEDULER_NAME = marks.SCHEDULER_NAME
-HANDLED_SCHEDULERS = frozenset({"", "default-scheduler", SCHEDULER_NAME})
 SKIP_LABEL = "placement-webhook.io/skip"
 ENABLED_LABEL = "placement-webhook.io/enabled"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -25,7 +25,7 @@ def why_not_handled(
     namespace: str,
     *,
     own_namespace: str,
-    mode: str,
+    mode: Mode,
     namespace_labels: Mapping[str, str] | None,
     excluded_namespaces: Collection[str] = PROTECTED_NAMESPACES,
 ) -> tuple[str, str] | None:
@@ -58,8 +58,8 @@ def why_not_handled(
     if labels.get(SKIP_LABEL) == "true":
         return "opted-out", f"pod labelled {SKIP_LABEL}=true"
     scheduler = spec.get("schedulerName") or ""
-    if scheduler not in HANDLED_SCHEDULERS:
+    if scheduler not in marks.HANDLED_SCHEDULERS:
         return "other-scheduler", f"pod is for scheduler {scheduler!r}"
-    if mode == "nodeName" and spec.get("schedulingGates"):
+    if mode is Mode.NODE_NAME and spec.get("schedulingGates"):
         return "scheduling-gates", "pod has scheduling gates (nodeName would bypass them)"
     return None

@@ -30,7 +30,8 @@ from webhook.cluster.source import ClusterSource
 from webhook.cluster.view import Reservation
 from webhook.events import EventRecorder, EventSink, scheduled
 from webhook.kube import Requester
-from webhook.policy.profile import Policy
+from webhook.policy.placement_policy import Mode
+from webhook.policy.policy_file import Policy
 from webhook.serving.endpoints import EndpointServer, MetricsSettings, metrics_server
 from webhook.serving.framing import FramingLimits
 from webhook.serving.memory import freeze_periodically
@@ -90,14 +91,14 @@ def build_snapshot_app(
 
 
 def scheduled_announcer(
-    events: EventSink, mode: str
+    events: EventSink, mode: Mode
 ) -> Callable[[Mapping[str, Any], Reservation], None] | None:
     """A `Scheduled` event for each pod we placed by `spec.nodeName`, once the watch has it.
 
     In nodeAffinity mode the scheduler that binds the pod writes its own; the
     fallback binder writes its own too.
     """
-    if mode != "nodeName":
+    if mode is not Mode.NODE_NAME:
         return None
     recorder = EventRecorder(events, instance=f"placement-webhook-{socket.gethostname()}")
 

@@ -38,7 +38,8 @@ from webhook.extender import wire
 from webhook.extender.ratelimit import TokenBucket
 from webhook.extender.verdicts import Scoring, filter_nodes, prioritize_nodes
 from webhook.policy.model import RESERVATION_ANNOTATION, PodView
-from webhook.policy.profile import Policy, Profile
+from webhook.policy.policy_file import Policy
+from webhook.policy.profile import Profile
 from webhook.policy.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)

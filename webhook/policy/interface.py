@@ -66,7 +66,7 @@ D = TypeVar("D")
 
 
 class ArgsError(ValueError):
-    """Invalid plugin args; `field` is the path inside the args object."""
+    """A bad field in plugin args or a policy document; `field` is its path inside the object."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)

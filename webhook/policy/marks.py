@@ -18,6 +18,10 @@ from typing import Any, Final
 DOMAIN: Final = "placement-webhook.io"
 SCHEDULER_NAME: Final = "placement-webhook"
 """The schedulerName of pods handed to the fallback binder."""
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+"""kube-scheduler's schedulerName, the one the API server gives a pod that names none."""
+HANDLED_SCHEDULERS: Final = frozenset({"", DEFAULT_SCHEDULER, SCHEDULER_NAME})
+"""Pods for these schedulerNames are ours to place, with the PlacementPolicy's profile."""
 SELECTED_NODE: Final = f"{DOMAIN}/selected-node"
 RESERVATION: Final = f"{DOMAIN}/reservation"
 BOUND_BY: Final = f"{DOMAIN}/bound-by"

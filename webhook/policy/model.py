@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from webhook.policy.marks import RESERVATION, SELECTED_NODE, pinned_node
+from webhook.policy.marks import DEFAULT_SCHEDULER, RESERVATION, SELECTED_NODE, pinned_node
 from webhook.policy.quantity import QuantityError, parse_quantity
 from webhook.policy.selectors import (
     NOTHING,
@@ -429,7 +429,7 @@ def _parse_pod(pod: Mapping[str, Any]) -> PodView:
         namespace=namespace,
         name=str(meta.get("name") or meta.get("generateName") or ""),
         node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
         labels=labels,
         requests=requests,
         nonzero_cpu=nz_cpu,

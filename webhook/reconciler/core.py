@@ -24,7 +24,7 @@ from webhook.cluster.source import WATCHED
 from webhook.cluster.view import ClusterView
 from webhook.conflicts.store import ConflictStore
 from webhook.kube import Kube
-from webhook.policy.profile import Policy
+from webhook.policy.policy_file import Policy
 from webhook.reconciler.authority import DecisionAuthority
 from webhook.reconciler.election import LeaderElector, LeaseLock
 from webhook.reconciler.fallback import FallbackBinder

@@ -39,7 +39,8 @@ from webhook.events import EventRecorder, failed_scheduling, placement_repaired,
 from webhook.kube import Kube, pod_path
 from webhook.policy import marks
 from webhook.policy.model import PodView
-from webhook.policy.profile import Policy
+from webhook.policy.placement_policy import ConflictPolicy
+from webhook.policy.policy_file import Policy
 from webhook.policy.status import Code
 from webhook.reconciler import binding
 from webhook.reconciler.feed import Feed, is_gated, is_pending_ours, priority, signature
@@ -84,7 +85,7 @@ class FallbackBinder:
             ConflictMetrics.create(self.metrics.registry),
             recorder=self.recorder,
             client=client,
-            evict=policy.placement.conflict_policy == "evict",
+            evict=policy.placement.conflict_policy is ConflictPolicy.EVICT,
             is_leader=is_leader,
         )
         self.conflict_loop = ConflictLoop(self.reporter, interval=settings.conflict_interval)

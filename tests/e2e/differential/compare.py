@@ -36,7 +36,7 @@ from webhook.policy.dump import snapshot_from_list
 from webhook.policy.framework import num_feasible_nodes_to_find, schedule, score_nodes
 from webhook.policy.interface import CycleState
 from webhook.policy.model import PodView
-from webhook.policy.profile import Policy
+from webhook.policy.policy_file import Policy
 from webhook.policy.snapshot import ClusterSnapshot
 
 UNMODELED_SCORES = frozenset({"VolumeBinding", "DynamicResources"})

@@ -30,7 +30,8 @@ from webhook.admission.patch import (
 from webhook.admission.placement import Placer, PlacerSettings
 from webhook.cluster.view import ClusterView
 from webhook.policy.dump import build_snapshot
-from webhook.policy.profile import PlacementSettings, Policy, default_policy
+from webhook.policy.placement_policy import Mode, PlacementSettings
+from webhook.policy.policy_file import Policy, default_policy
 
 OPTED_IN = {"placement-webhook.io/enabled": "true"}
 
@@ -85,7 +86,7 @@ def make_view(nodes: list[dict[str, Any]], max_unconfirmed_share: float = 0.5) -
 
 def policy(mode: str = "nodeName") -> Policy:
     base = default_policy()
-    return Policy(profiles=base.profiles, placement=PlacementSettings(mode=mode))
+    return Policy(profiles=base.profiles, placement=PlacementSettings(mode=Mode(mode)))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from webhook.admission.forward import CALLER_TIMEOUT_HEADER, FORWARDED_HEADER, F
 from webhook.admission.patch import DEFERRED, SELECTED_NODE
 from webhook.admission.placement import Placer, PlacerSettings
 from webhook.admission.review import parse_timeout
-from webhook.policy.profile import default_policy
+from webhook.policy.policy_file import default_policy
 
 
 class Forwarder:

@@ -8,7 +8,7 @@ from webhook.cluster.ledger import BINDER
 from webhook.cluster.source import WATCHED
 from webhook.cluster.view import KINDS, ClusterView
 from webhook.policy.model import RESERVATION_ANNOTATION, SELECTED_NODE_ANNOTATION, PodView
-from webhook.policy.profile import default_policy
+from webhook.policy.policy_file import default_policy
 
 PROFILE = default_policy().profile_for("")
 assert PROFILE is not None

@@ -40,7 +40,7 @@ from webhook.admission.registration import (
 )
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.extender.config import ExtenderEntry
-from webhook.policy.profile import load_policy
+from webhook.policy.policy_file import load_policy
 
 WEBHOOK_SA = f"system:serviceaccount:{NAMESPACE}:placement-webhook"
 

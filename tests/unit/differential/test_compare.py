@@ -11,7 +11,7 @@ from tests.e2e.differential.schedlog import Cycle
 from webhook.policy.dump import snapshot_from_list
 from webhook.policy.framework import schedule
 from webhook.policy.model import PodView
-from webhook.policy.profile import load_policy
+from webhook.policy.policy_file import load_policy
 
 POLICY = load_policy(CONFIG)
 

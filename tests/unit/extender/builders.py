@@ -7,7 +7,8 @@ from typing import Any
 import orjson
 
 from webhook.policy.dump import build_snapshot
-from webhook.policy.profile import Profile, load_policy
+from webhook.policy.policy_file import load_policy
+from webhook.policy.profile import Profile
 from webhook.policy.snapshot import ClusterSnapshot
 
 

@@ -7,7 +7,8 @@ from typing import Any
 from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import Decision, schedule
 from webhook.policy.model import PodView
-from webhook.policy.profile import Profile, default_policy, load_policy
+from webhook.policy.policy_file import default_policy, load_policy
+from webhook.policy.profile import Profile
 from webhook.policy.snapshot import ClusterSnapshot
 
 

@@ -24,7 +24,8 @@ from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import schedule
 from webhook.policy.interface import CycleState
 from webhook.policy.model import NodeView, PodView, Taint, tolerates
-from webhook.policy.profile import Profile, load_policy
+from webhook.policy.policy_file import load_policy
+from webhook.policy.profile import Profile
 from webhook.policy.selectors import parse_int64
 from webhook.policy.snapshot import ClusterSnapshot
 
@@ -528,7 +529,7 @@ def test_explain_and_schedule_agree(sc: Any) -> None:
     nodes, pods, incoming = sc
     snap = build_snapshot(nodes, pods)
     pod = PodView.from_dict(incoming)
-    from webhook.policy.profile import Policy
+    from webhook.policy.policy_file import Policy
 
     policy = Policy(profiles={"default-scheduler": ALL_NODES})
     decision, profile = explain.explain(pod, snap, policy)

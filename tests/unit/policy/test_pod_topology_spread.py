@@ -263,7 +263,7 @@ def test_list_defaulting_with_hard_default_constraints_filters() -> None:
     ],
 )
 def test_invalid_spread_args_stop_loading(args: str, fragment: str) -> None:
-    from webhook.policy.profile import PolicyError
+    from webhook.policy.policy_file import PolicyError
 
     with pytest.raises(PolicyError, match=fragment):
         only("PodTopologySpread", args=plugin_args("PodTopologySpread", args))
