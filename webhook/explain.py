@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from webhook import bodies
+from webhook.bodies import ObjectRef
 from webhook.policy.dump import snapshot_from_list
 from webhook.policy.framework import Decision, schedule
 from webhook.policy.model import PodView
@@ -140,7 +142,7 @@ def load_snapshot(path: str) -> Cluster:
     except (ValueError, TypeError, AttributeError) as exc:
         raise InputError(f"snapshot {path}: {exc}") from None
     classes = {
-        str((item.get("metadata") or {}).get("name")): item
+        ObjectRef.of(item).name: item
         for item in doc["items"]
         if isinstance(item, Mapping) and item.get("kind") == "RuntimeClass"
     }
@@ -173,7 +175,7 @@ def admit_runtime_class(
     from the API): it is left as it is. Raises InputError where admission
     would reject the pod.
     """
-    spec = pod.get("spec") or {}
+    spec = bodies.spec(pod)
     name = spec.get("runtimeClassName")
     if not name or spec.get("overhead"):
         return pod, []

@@ -25,6 +25,7 @@ from gunicorn.app.base import BaseApplication
 from webhook.admission.app import create_app
 from webhook.admission.placement import Placer, PlacerSettings
 from webhook.admission.review import MAX_BODY_BYTES
+from webhook.bodies import ObjectRef
 from webhook.cluster.ledger import ADMISSION
 from webhook.cluster.source import ClusterSource
 from webhook.cluster.view import Reservation
@@ -105,11 +106,8 @@ def scheduled_announcer(
     def announce(pod: Mapping[str, Any], reservation: Reservation) -> None:
         if reservation.origin != ADMISSION:
             return
-        meta = pod.get("metadata") or {}
-        recorder.record(
-            scheduled(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""),
-                      reservation.node)
-        )  # fmt: skip
+        ref = ObjectRef.of(pod)
+        recorder.record(scheduled(ref.namespace, ref.name, ref.uid, reservation.node))
 
     return announce
 

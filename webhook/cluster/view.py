@@ -18,9 +18,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from webhook import bodies
+from webhook.bodies import ObjectRef
 from webhook.cluster.ledger import ADMISSION, Ledger, Reservation
 from webhook.policy.framework import Decision, schedule
-from webhook.policy.model import RESERVATION_ANNOTATION, NamespaceView, NodeView, PodView
+from webhook.policy.marks import RESERVATION
+from webhook.policy.model import NamespaceView, NodeView, PodView
 from webhook.policy.profile import Profile
 from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code
@@ -90,10 +93,12 @@ class ClusterView:
     # ---- feeding (informers) -------------------------------------------
     @staticmethod
     def _key(kind: str, obj: Mapping[str, Any]) -> str:
-        meta = obj.get("metadata") or {}
+        """How the view knows an object: a pod by uid, a workload by namespace/name, the
+        others by name."""
         if kind in WORKLOAD_KINDS:
             return object_key(obj)
-        return str(meta.get("uid") or meta.get("name")) if kind == "Pod" else str(meta.get("name"))
+        ref = ObjectRef.of(obj)
+        return (ref.uid or ref.name) if kind == "Pod" else ref.name
 
     def _upsert(self, kind: str, obj: Mapping[str, Any]) -> Reservation | None:
         """Store an object; for a pod one of our reservations made, return that reservation."""
@@ -159,9 +164,9 @@ class ClusterView:
             else:
                 fulfilled = self._upsert(kind, obj)
             self._last_seen[kind] = self._clock()
-            version = (obj.get("metadata") or {}).get("resourceVersion")
+            version = bodies.resource_version(obj)
             if version:
-                self._resource_version[kind] = str(version)
+                self._resource_version[kind] = version
         if fulfilled is not None:
             self._announce([(obj, fulfilled)])
 
@@ -356,6 +361,5 @@ class ClusterView:
 
 
 def _reservation_key(obj: Mapping[str, Any]) -> str | None:
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    key = annotations.get(RESERVATION_ANNOTATION)
+    key = bodies.annotations_of(obj).get(RESERVATION)
     return key if isinstance(key, str) and key else None

@@ -15,6 +15,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
+from webhook import bodies
+
 DOMAIN: Final = "placement-webhook.io"
 SCHEDULER_NAME: Final = "placement-webhook"
 """The schedulerName of pods handed to the fallback binder."""
@@ -49,10 +51,8 @@ def pin(node: str) -> dict[str, Any]:
 
 
 def controller_kind(pod: Mapping[str, Any]) -> str | None:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
-        if isinstance(ref, dict) and ref.get("controller"):
-            return str(ref.get("kind") or "")
-    return None
+    controller = bodies.controller_of(pod)
+    return None if controller is None else str(controller.get("kind") or "")
 
 
 def pin_is_required(pod: Mapping[str, Any]) -> bool:
@@ -67,13 +67,11 @@ def placed_by_us(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     mode the pod's nodeName must still be the node we chose (a later webhook
     that re-targets the pod makes it someone else's placement).
     """
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    if not isinstance(annotations, dict):
-        return None
+    annotations = bodies.annotations_of(pod)
     node, key = annotations.get(SELECTED_NODE), annotations.get(RESERVATION)
     if not (isinstance(node, str) and node and isinstance(key, str) and key):
         return None
-    bound = (pod.get("spec") or {}).get("nodeName")
+    bound = bodies.spec(pod).get("nodeName")
     if bound and bound != node:
         return None
     return node, key
@@ -86,12 +84,11 @@ def pinned_node(pod: Mapping[str, Any]) -> str | None:
     affinity whose every term requires `metadata.name In [that node]`; the
     pod can then be bound nowhere else.
     """
-    meta = pod.get("metadata") or {}
-    node = (meta.get("annotations") or {}).get(SELECTED_NODE)
+    node = bodies.annotations_of(pod).get(SELECTED_NODE)
     if not isinstance(node, str) or not node:
         return None
     wanted = pin(node)
-    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    affinity = (bodies.spec(pod).get("affinity") or {}).get("nodeAffinity") or {}
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     terms = required.get("nodeSelectorTerms") or []
     if terms and all(wanted in (t.get("matchFields") or []) for t in terms if isinstance(t, dict)):
@@ -137,9 +134,9 @@ def without_placement(pod: Mapping[str, Any]) -> dict[str, Any]:
     """The pod as it was before our earlier call placed it (nodeName, pin, annotations off)."""
     placed = placed_by_us(pod) or _pinned_only(pod)
     out = dict(pod)
-    meta = dict(pod.get("metadata") or {})
-    spec = dict(pod.get("spec") or {})
-    annotations = dict(meta.get("annotations") or {})
+    meta = dict(bodies.meta(pod))
+    spec = dict(bodies.spec(pod))
+    annotations = dict(bodies.annotations_of(pod))
     for key in DECISION_ANNOTATIONS:
         annotations.pop(key, None)
     meta["annotations"] = annotations

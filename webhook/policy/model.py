@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from webhook.policy.marks import DEFAULT_SCHEDULER, RESERVATION, SELECTED_NODE, pinned_node
+from webhook.policy.marks import DEFAULT_SCHEDULER, RESERVATION, pinned_node
 from webhook.policy.quantity import QuantityError, parse_quantity
 from webhook.policy.selectors import (
     NOTHING,
@@ -27,8 +27,6 @@ from webhook.policy.workloads import ControllerRef
 
 __all__ = [
     "NAMESPACE_NAME_LABEL",
-    "RESERVATION_ANNOTATION",
-    "SELECTED_NODE_ANNOTATION",
     "AffinityTerm",
     "HostPort",
     "NamespaceView",
@@ -43,8 +41,6 @@ __all__ = [
     "tolerates",
 ]
 
-RESERVATION_ANNOTATION: Final = RESERVATION
-SELECTED_NODE_ANNOTATION: Final = SELECTED_NODE
 #: The label the API server gives every namespace (namespace selectors match it).
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 CPU: Final = "cpu"
@@ -456,9 +452,7 @@ def _parse_pod(pod: Mapping[str, Any]) -> PodView:
         images=tuple(images),
         num_containers=n_containers,
         controller=ControllerRef.of(meta),
-        reservation=str(annotations[RESERVATION_ANNOTATION])
-        if RESERVATION_ANNOTATION in annotations
-        else None,
+        reservation=str(annotations[RESERVATION]) if RESERVATION in annotations else None,
         pinned_node=None if spec.get("nodeName") else pinned_node(pod),
         skip_reason=unmodeled_reason(spec),
     )

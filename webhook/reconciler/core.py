@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from webhook import bodies
 from webhook.cluster.informer import Informer
 from webhook.cluster.source import WATCHED
 from webhook.cluster.view import ClusterView
@@ -122,7 +123,7 @@ class DecisionCore:
     def _current_resource_version(self) -> str:
         """A consistent read of the pods collection's resourceVersion (one item, cheap)."""
         answer = self.client.request("GET", "/api/v1/pods", params={"limit": 1}, timeout=5.0)
-        return str((answer.get("metadata") or {}).get("resourceVersion") or "")
+        return bodies.list_meta(answer).get("resourceVersion") or ""
 
     def _started_leading(self) -> None:
         self.authority.started_leading()
