@@ -353,14 +353,11 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile_arguments(reconcile, _env)
     reconcile.set_defaults(func=_reconcile)
 
-    try:
-        from webhook import explain
-    except ImportError:  # pragma: no cover - explain is being written (issue 3)
-        explain = None  # type: ignore[assignment]
-    if explain is not None:
-        explain_cmd = sub.add_parser("explain", help="where would this pod go, and why (offline)")
-        explain.add_arguments(explain_cmd)
-        explain_cmd.set_defaults(func=explain.run)
+    from webhook import explain
+
+    explain_cmd = sub.add_parser("explain", help="where would this pod go, and why (offline)")
+    explain.add_arguments(explain_cmd)
+    explain_cmd.set_defaults(func=explain.run)
 
     ext = sub.add_parser(
         "extender", help="serve the policy as a kube-scheduler extender (filter, prioritize, bind)"
