@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: all demo test unit e2e bench compare lint format control-plane venv clean
+.PHONY: all demo test unit e2e bench compare lint format control-plane image venv clean
 
 all: test
 
@@ -23,6 +23,12 @@ venv: $(STAMP)
 ## from the Go modules pinned in hack/ (once; cached outside the clone).
 control-plane:
 	@bash hack/build.sh >/dev/null
+
+## The container image without Docker: buildah on a base made from Debian packages
+## (cached under ~/.cache/placement-webhook/image). Prints the docker-archive to load.
+image:
+	@archive=$$(bash hack/image.sh) && \
+	  echo "image localhost/placement-webhook:$$(awk -F'"' '/^version = /{print $$2; exit}' pyproject.toml): $$archive ($$(du -m "$$archive" | cut -f1) MB)"
 
 ## The main job: the webhook placing ~50 pods on a real local control plane.
 demo: $(STAMP) control-plane
@@ -48,8 +54,9 @@ bench: $(STAMP) control-plane
 	$(PY) benchmarks/bench_abuse.py
 
 ## Comparison experiments (issue 7): ceiling, kube-scheduler, webhook (nodeName, nodeAffinity),
-## scheduler extender, webhook outage; each arm on its own local control plane. A few minutes.
-COMPARE_SUITE ?= parity burst-100 outage-100
+## scheduler extender, webhook outage, and burst-100 again on 100 hollow kubelets; each arm on
+## its own local control plane. A few minutes.
+COMPARE_SUITE ?= parity burst-100 outage-100 kubelets-100
 compare: $(STAMP) control-plane
 	$(PY) -m experiments run $(COMPARE_SUITE) --out build/compare
 	@echo "report: build/compare/report.md"

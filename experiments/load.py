@@ -4,8 +4,10 @@ Times are seconds since the run's t0 on one monotonic clock. Per pod:
 `sent` (the request leaves, after the client's rate limiter let it go),
 `created` (the API server answered), `bound` (the first sign of a node: the
 create answer itself in nodeName mode, else the watch event that carries
-spec.nodeName). The watch runs on its own client so creation never queues
-behind it.
+spec.nodeName), and on hollow kubelets `running` (the watch event that first
+shows phase Running) or `rejected` (the reason of a Failed phase: the
+kubelet refused the pod). The watch runs on its own client so creation
+never queues behind it.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class PodRecord:
     error: str | None = None
     placed_at_create: bool = False
     """The create answer already named a node (admission placed the pod)."""
+    running: float | None = None
+    rejected: str | None = None
+    """The kubelet's reason (OutOfcpu ...) when the pod ended Failed."""
 
     @property
     def create_latency(self) -> float | None:
@@ -62,6 +67,8 @@ class BindWatcher:
     def __init__(self, client: Client, namespace: str, clock: Callable[[], float]):
         self.client, self.namespace, self.clock = client, namespace, clock
         self.bound: dict[str, tuple[float, str]] = {}
+        self.running: dict[str, float] = {}
+        self.rejected: dict[str, str] = {}
         self.events = 0
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -88,9 +95,11 @@ class BindWatcher:
                     meta = obj.get("metadata") or {}
                     version = str(meta.get("resourceVersion") or version)
                     if event.get("type") in ("ADDED", "MODIFIED"):
+                        name, now = str(meta.get("name")), self.clock()
                         node = (obj.get("spec") or {}).get("nodeName")
                         if node:
-                            self.note(str(meta.get("name")), str(node), self.clock())
+                            self.note(name, str(node), now)
+                        self._note_phase(name, obj.get("status") or {}, now)
                     self.events += 1
             except Exception as err:  # reconnect: the watch is the measurement
                 if self._stop.is_set():
@@ -103,6 +112,32 @@ class BindWatcher:
             if name not in self.bound:
                 self.bound[name] = (when, node)
                 self._cond.notify_all()
+
+    def _note_phase(self, name: str, status: Mapping[str, Any], when: float) -> None:
+        phase = status.get("phase")
+        if phase not in ("Running", "Failed"):
+            return
+        with self._cond:
+            if phase == "Running":
+                self.running.setdefault(name, when)
+            else:
+                self.rejected[name] = str(status.get("reason") or "Failed")
+            self._cond.notify_all()
+
+    def wait_started(self, names: Sequence[str], deadline: float) -> bool:
+        """Block until each bound name ran or was rejected by its kubelet, or `deadline`."""
+        with self._cond:
+            while True:
+                waiting = [
+                    n for n in names
+                    if n in self.bound and n not in self.running and n not in self.rejected
+                ]  # fmt: skip
+                if not waiting:
+                    return True
+                left = deadline - self.clock()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.5))
 
     def wait(self, names: Sequence[str], deadline: float) -> bool:
         """Block until every name is bound or the clock passes `deadline`."""
@@ -197,8 +232,10 @@ def create_pods(
 
 
 def finish(records: Sequence[PodRecord], watcher: BindWatcher) -> None:
-    """Copy the watcher's bind times and nodes into the records."""
+    """Copy the watcher's bind and run times, nodes and rejections into the records."""
     for record in records:
         seen = watcher.bound.get(record.name)
         if seen is not None:
             record.bound, record.node = seen
+        record.running = watcher.running.get(record.name)
+        record.rejected = watcher.rejected.get(record.name)

@@ -46,6 +46,23 @@ def delta(before: Samples, after: Samples, metric: str, /, **labels: str) -> dic
     return {k: v - old.get(k, 0.0) for k, v in after.select(metric, **labels).items()}
 
 
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY"})
+
+
+def api_writes(before: Samples, after: Samples) -> dict[str, int]:
+    """Mutating API server requests between two scrapes (dry runs not), by resource[/sub]."""
+    out: dict[str, int] = {}
+    for labels, value in delta(before, after, "apiserver_request_total").items():
+        info = dict(labels)
+        if info.get("verb") not in MUTATING or info.get("dry_run"):
+            continue
+        resource = info.get("resource", "")
+        if info.get("subresource"):
+            resource += "/" + info["subresource"]
+        out[resource] = out.get(resource, 0) + round(value)
+    return out
+
+
 @dataclass(frozen=True)
 class Histogram:
     """One histogram's observations between two scrapes (label sets matching summed)."""

@@ -125,6 +125,52 @@ def _rows(ceiling: float | None, base_a: float | None) -> list[Row]:
     ]  # fmt: skip
 
 
+def _kubelet_rows() -> list[Row]:
+    """Rows of a scenario on hollow kubelets (see experiments/kubelets.py)."""
+
+    def running(q: str) -> Callable[[Mapping[str, Any]], str]:
+        return lambda a: _num((a["summary"].get("runningLatencyMs") or {}).get(q))
+
+    Cell = Callable[[Mapping[str, Any]], str]
+
+    def kubelet(get: Callable[[Mapping[str, Any]], Any], digits: int = 1) -> Cell:
+        return lambda a: "–" if not a.get("kubelets") else _num(get(a["kubelets"]), digits)
+
+    def rejections(a: Mapping[str, Any]) -> str:
+        found = a["summary"].get("kubeletRejections")
+        if not found:
+            return "–"
+        return ", ".join(f"{k} {v}" for k, v in found.items() if k != "total") or "0"
+
+    def writes(a: Mapping[str, Any]) -> str:
+        k = a.get("kubelets")
+        if not k:
+            return "–"
+        w = k["writes"]
+        return (f"{w['pods/status']:,} / {w['events']:,} / {w['nodes/status']:,} / "
+                f"{w['leases']:,}")  # fmt: skip
+
+    def idle(a: Mapping[str, Any]) -> str:
+        k = a.get("kubelets")
+        if not k or not k.get("idle"):
+            return "–"
+        cores = k["idle"]["cpuCores"]
+        parts = [_num(cores.get(c), 3) for c in ("kube-apiserver", "etcd", "kubelets")]
+        return f"{k['idle']['writesPerSecond']:.1f} / " + " / ".join(parts)
+
+    return [
+        ("pods Running", lambda a: _num(a["summary"].get("running"))),
+        ("create→Running p50 (ms)", running("p50")),
+        ("create→Running p99 (ms)", running("p99")),
+        ("kubelet rejections (by reason)", rejections),
+        ("kubelet writes per pod (status + events)", kubelet(lambda k: k["podWritesPerPod"], 2)),
+        ("kubelet writes: pods/status / events / nodes/status / leases", writes),
+        ("CPU s hollow kubelets (all)", kubelet(lambda k: k["cpuSeconds"], 2)),
+        ("hollow kubelet PSS MiB (mean)", kubelet(lambda k: k["pssMiB"]["mean"])),
+        ("idle nodes: API writes/s / cores apiserver / etcd / kubelets", idle),
+    ]  # fmt: skip
+
+
 def scenario_table(block: Mapping[str, Any]) -> str:
     arms = block["arms"]
     keys = [k for k in ("ceiling", "A", "B", "C", "D", "E", "F") if k in arms]
@@ -132,7 +178,10 @@ def scenario_table(block: Mapping[str, Any]) -> str:
     base_a = throughput(arms["A"]) if "A" in arms else None
     header = "| | " + " | ".join(f"{k}: {arms[k]['title']}" for k in keys) + " |"
     lines = [header, "|---|" + "---:|" * len(keys)]
-    for label, cell in _rows(ceiling, base_a):
+    rows = _rows(ceiling, base_a)
+    if any(arms[k].get("kubelets") for k in keys):
+        rows += _kubelet_rows()
+    for label, cell in rows:
         lines.append(f"| {label} | " + " | ".join(cell(arms[k]) for k in keys) + " |")
     return "\n".join(lines)
 
@@ -244,7 +293,8 @@ def render(results: Mapping[str, Any], plots: Mapping[str, Sequence[str]] | None
         f"Python {machine.get('python', '?')}. Shared with other work while it ran.",
         "",
         "Every arm ran on its own fresh control plane (etcd + kube-apiserver from the pinned "
-        "upstream binaries, no kubelet), with the same nodes, pods, arrival, policy (one "
+        "upstream binaries; nodes are Node objects without a kubelet unless the scenario says "
+        "hollow kubelets), with the same nodes, pods, arrival, policy (one "
         "KubeSchedulerConfiguration profile for kube-scheduler, the webhook and the extender) "
         "and API client limits. Figures cover the span from the first pod create to the last "
         "bind. See docs/comparison-method.md for what each row means.",
@@ -254,7 +304,9 @@ def render(results: Mapping[str, Any], plots: Mapping[str, Sequence[str]] | None
         arrival = sc["arrival"]
         parts += [
             "",
-            f"## {sc['name']}: {sc['nodes']:,} nodes, {sc['pods']:,} pods, {arrival['mode']}"
+            f"## {sc['name']}: {sc['nodes']:,} "
+            + ("hollow-kubelet nodes" if sc.get("kubelets") else "nodes")
+            + f", {sc['pods']:,} pods, {arrival['mode']}"
             + (f" at {arrival['rate']:g} pods/s" if arrival["mode"] == "rate" else "")
             + f", {arrival['clients']} client threads",
             "",

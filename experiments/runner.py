@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments import probes
+from experiments import kubelets, probes
 from experiments.arms import Arm
 from experiments.components import (
     ExtenderProcess,
@@ -40,7 +40,7 @@ from experiments.components import (
 )
 from experiments.load import BindWatcher, create_pods, finish
 from experiments.outage import LEASE_NAMESPACE, SCHEDULER_NAME, Reconciler, start_reconciler
-from experiments.promtext import Histogram, Samples, delta
+from experiments.promtext import Histogram, Samples, api_writes, delta
 from experiments.quality import assess
 from experiments.scenario import ENABLED_LABEL, Scenario
 from experiments.stats import Columns, percentile, summarize
@@ -58,7 +58,6 @@ from webhook.kube import ApiError, Kube
 
 log = logging.getLogger(__name__)
 
-MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY"})
 PROBE_NAMESPACE = "probe"
 WEBHOOK_CONFIGURATION = "pods.placement-webhook.io"
 SETTLE_QUIET_SECONDS = 2.0
@@ -241,15 +240,7 @@ def measure_metrics(
 ) -> dict[str, Any]:
     """API writes, webhook and extender calls between the two scrapes."""
     api_before, api_after = before["apiserver"], after["apiserver"]
-    writes: dict[str, int] = {}
-    for labels, value in delta(api_before, api_after, "apiserver_request_total").items():
-        info = dict(labels)
-        if info.get("verb") not in MUTATING or info.get("dry_run"):
-            continue
-        resource = info.get("resource", "")
-        if info.get("subresource"):
-            resource += "/" + info["subresource"]
-        writes[resource] = writes.get(resource, 0) + round(value)
+    writes = api_writes(api_before, api_after)
     counted = sum(v for k, v in writes.items() if not k.startswith("leases"))
     out: dict[str, Any] = {
         "apiWrites": {
@@ -328,12 +319,17 @@ def run_arm(
             ensure_namespace(kube, scenario.namespace, {ENABLED_LABEL: "true"})
             mark = time.monotonic()
             nodes = scenario.node_manifests()
-            say(f"[{scenario.name} / {arm.key}] creating {len(nodes)} nodes")
-            create_nodes(kube, nodes)
+            if scenario.kubelets:
+                say(f"[{scenario.name} / {arm.key}] starting {len(nodes)} hollow kubelets")
+                kubelets.start(cluster, nodes)
+            else:
+                say(f"[{scenario.name} / {arm.key}] creating {len(nodes)} nodes")
+                create_nodes(kube, nodes)
             timings["nodesSeconds"] = round(time.monotonic() - mark, 2)
             mark = time.monotonic()
             parts = start_components(cluster, kube, scenario, arm, say)
             timings["componentsSeconds"] = round(time.monotonic() - mark, 2)
+            idle = kubelets.idle(cluster, parts.pids(cluster), say) if scenario.kubelets else {}
             manifests = scenario.pod_manifests()
             if arm.outage:  # the reconciler is these pods' fallback scheduler
                 for manifest in manifests:
@@ -382,6 +378,8 @@ def run_arm(
             )
             if arm.binds:
                 watcher.wait([r.name for r in records], deadline)
+                if scenario.kubelets:  # the kubelets run (or refuse) what was bound
+                    watcher.wait_started([r.name for r in records], deadline)
             if hook_thread is not None:
                 while "endedAt" not in extra.get("outage", {}) and clock() < deadline:
                     time.sleep(0.1)
@@ -406,6 +404,10 @@ def run_arm(
                 bound=tuple(None if r.bound is None else r.bound - t0 for r in records),
                 nodes=tuple(r.node for r in records),
                 errors=tuple(r.error for r in records),
+                running=tuple(None if r.running is None else r.running - t0 for r in records)
+                if scenario.kubelets
+                else (),
+                rejected=tuple(r.rejected for r in records) if scenario.kubelets else (),
             )
             cpu = {
                 name: round(cpu_after.get(name, 0.0) - value, 3)
@@ -414,8 +416,15 @@ def run_arm(
             for name, retired in parts.retired_cpu.items():
                 cpu[name] = round(retired + cpu_after.get(name, 0.0), 3)
             cpu["runner"] = round(self_after - self_before, 3)
+            cpu = kubelets.fold_cpu(cpu)
             if "outage" in extra:
                 extra["outage"] |= outage_figures(records, t0, extra["outage"])
+            metrics = measure_metrics(before, after, len(manifests))
+            if scenario.kubelets:
+                extra["kubelets"] = kubelets.figures(
+                    cluster, kube, scenario.namespace, metrics["apiWrites"]["byResource"],
+                    cpu.get("kubelets", 0.0), len(manifests), idle,
+                )  # fmt: skip
             result: dict[str, Any] = {
                 "arm": arm.key,
                 "title": arm.title,
@@ -430,7 +439,7 @@ def run_arm(
                 "timings": timings,
                 "quality": assess(nodes, final).to_dict() if arm.binds else None,
                 "pods": columns.to_dict(),
-                **measure_metrics(before, after, len(manifests)),
+                **metrics,
                 **extra,
             }
             return result

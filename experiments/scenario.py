@@ -20,12 +20,18 @@ unknown fields are errors, so a typo never silently changes an experiment.
     deadlineSeconds: 120
     parity: true                            # compare the chosen nodes of arms B, C, D, E
     arms: [ceiling, A, B, C, D, E]
+    kubelets: true                          # optional: every node is a hollow kubelet
 
 Pods of all groups are interleaved round-robin in a fixed order; list-valued
 cpu/memory cycle, and `cpuStep`/`memoryStep` on a node group make every node
 a slightly different size (so scores rarely tie). `spread` and `antiAffinity`
 take a topology key (`zone`, `hostname`, or a label key) and select the
 group's own labels.
+
+With `kubelets: true` every node is a hollow kubelet (the real kubelet code
+over a fake runtime) instead of a bare Node object: pods run, the kubelet's
+admission checks each placement, and its status writes and heartbeats are
+part of the measurement. Node cpu is then whole cores (cpu and cpuStep).
 """
 
 from __future__ import annotations
@@ -277,6 +283,8 @@ class Scenario:
     profile: Mapping[str, Any] = field(default_factory=dict)
     """Extra fields of the one scheduling profile (plugins, pluginConfig), for every arm."""
     namespace: str = NAMESPACE
+    kubelets: bool = False
+    """Every node is a hollow kubelet (pods run) instead of a bare Node object."""
 
     @property
     def node_count(self) -> int:
@@ -341,6 +349,7 @@ class Scenario:
             "deadlineSeconds": self.deadline_seconds,
             "parity": self.parity,
             "arms": list(self.arms),
+            "kubelets": self.kubelets,
         }
 
 
@@ -348,6 +357,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     fields = {
         "name", "description", "nodes", "pods", "arrival", "client",
         "percentageOfNodesToScore", "deadlineSeconds", "parity", "arms", "outage", "profile",
+        "kubelets",
     }  # fmt: skip
     raw = _check(data, fields, source)
     name = raw.get("name")
@@ -385,7 +395,18 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         arms=arms,
         outage={str(k): float(v) for k, v in outage.items()},
         profile=dict(profile),
+        kubelets=raw.get("kubelets", False),
     )
+    if not isinstance(scenario.kubelets, bool):
+        raise ScenarioError(f"{source}.kubelets: must be true or false")
+    if scenario.kubelets:
+        for i, group in enumerate(nodes):
+            for key, value in (("cpu", group.cpu), ("cpuStep", group.cpu_step)):
+                if quantity_milli(value) % 1000:
+                    raise ScenarioError(
+                        f"{source}.nodes[{i}].{key}: {value} is not whole cores, "
+                        "which a hollow kubelet needs (kubelets: true)"
+                    )
     for kind, groups in (("nodes", nodes), ("pods", pods)):
         prefixes = [g.prefix for g in groups]
         if len(set(prefixes)) != len(prefixes):

@@ -9,6 +9,7 @@ values; a pod that never bound is left out of latencies and counted apart.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,10 @@ class Columns:
     bound: tuple[float | None, ...]
     nodes: tuple[str | None, ...]
     errors: tuple[str | None, ...]
+    running: tuple[float | None, ...] = ()
+    """First seen Running (hollow-kubelet scenarios only; empty otherwise)."""
+    rejected: tuple[str | None, ...] = ()
+    """The kubelet's reason when it refused the pod (hollow-kubelet scenarios only)."""
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Columns:
@@ -50,13 +55,15 @@ class Columns:
             bound=tuple(data["bound"]),
             nodes=tuple(data["nodes"]),
             errors=tuple(data["errors"]),
+            running=tuple(data.get("running") or ()),
+            rejected=tuple(data.get("rejected") or ()),
         )
 
     def to_dict(self) -> dict[str, Any]:
         def r(v: float | None) -> float | None:  # 0.1 ms: finer than anything measured
             return None if v is None or math.isnan(v) else round(v, 4)
 
-        return {
+        out = {
             "names": list(self.names),
             "sent": [r(v) for v in self.sent],
             "created": [r(v) for v in self.created],
@@ -64,12 +71,19 @@ class Columns:
             "nodes": list(self.nodes),
             "errors": list(self.errors),
         }
+        if self.running or self.rejected:
+            out["running"] = [r(v) for v in self.running]
+            out["rejected"] = list(self.rejected)
+        return out
 
     def create_latencies(self) -> list[float]:
         return [c - s for s, c in zip(self.sent, self.created, strict=True) if c is not None]
 
     def bind_latencies(self) -> list[float]:
         return [b - s for s, b in zip(self.sent, self.bound, strict=True) if b is not None]
+
+    def running_latencies(self) -> list[float]:
+        return [r - s for s, r in zip(self.sent, self.running, strict=True) if r is not None]
 
 
 def summarize(columns: Columns, *, binds: bool = True) -> dict[str, Any]:
@@ -99,6 +113,11 @@ def summarize(columns: Columns, *, binds: bool = True) -> dict[str, Any]:
                 "bindLatencyMs": _percentiles(binds_),
             }
         )
+    if columns.running or columns.rejected:
+        reasons = Counter(r for r in columns.rejected if r)
+        out["running"] = sum(1 for r in columns.running if r is not None)
+        out["runningLatencyMs"] = _percentiles(columns.running_latencies())
+        out["kubeletRejections"] = {"total": sum(reasons.values()), **dict(sorted(reasons.items()))}
     return out
 
 

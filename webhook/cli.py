@@ -11,6 +11,10 @@ import logging
 import os
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from webhook.devcluster.kubelets import KubeletSpec
 from pathlib import Path
 
 
@@ -223,6 +227,7 @@ def _devcluster(args: argparse.Namespace) -> int:
                 controller_manager=args.controller_manager,
                 own_processes=False,
                 progress=lambda msg: print(f"devcluster: {msg}", flush=True),
+                kubelets=_kubelet_specs(args),
             )
             print(f"export KUBECONFIG={cluster.kubeconfig}")
         elif args.action == "down":
@@ -234,10 +239,22 @@ def _devcluster(args: argparse.Namespace) -> int:
                 print(f"{name:28} {'running' if alive else 'STOPPED'}")
             print(f"kubeconfig: {cluster.kubeconfig}")
             return 0 if all(cluster.status().values()) else 1
-    except DevClusterError as err:
+    except (DevClusterError, ValueError) as err:
         print(f"devcluster: {err}", file=sys.stderr)
         return 1
     return 0
+
+
+def _kubelet_specs(args: argparse.Namespace) -> list[KubeletSpec]:
+    from webhook.devcluster.kubelets import KubeletSpec, parse_pairs, parse_taints
+
+    labels, taints = parse_pairs(args.kubelet_labels), parse_taints(args.kubelet_taints)
+    extended = parse_pairs(args.kubelet_extended)
+    return [
+        KubeletSpec(f"{args.kubelet_prefix}-{i}", cpu=args.kubelet_cpu, memory=args.kubelet_memory,
+                    pods=args.kubelet_max_pods, labels=labels, taints=taints, extended=extended)
+        for i in range(args.kubelets)
+    ]  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -396,6 +413,17 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--controller-manager", action="store_true", help="also start kube-controller-manager"
     )
+    node = dev.add_argument_group("hollow kubelets (up)")
+    node.add_argument(
+        "--kubelets", type=int, default=0, metavar="N", help="start N hollow kubelets"
+    )
+    node.add_argument("--kubelet-prefix", default="node", help="node names PREFIX-0..N-1")
+    node.add_argument("--kubelet-cpu", default="4", help="cores per node (whole)")
+    node.add_argument("--kubelet-memory", default="8Gi")
+    node.add_argument("--kubelet-max-pods", type=int, default=110)
+    node.add_argument("--kubelet-labels", default="", help="k=v,...")
+    node.add_argument("--kubelet-taints", default="", help="key=value:Effect,...")
+    node.add_argument("--kubelet-extended", default="", help="extended resources: name=qty,...")
     dev.set_defaults(func=_devcluster)
     return parser
 

@@ -2,10 +2,11 @@
 
 Builds what is missing, starts etcd + kube-apiserver, starts the webhook
 (gunicorn over TLS) and registers it, starts the fallback reconciler, makes
-an opted-in namespace, nodes of several sizes (one tainted) and about fifty
-pods, prints where each pod went and why, then adds a node and shows the
-reconciler binding the pods that fit nowhere at admission, and stops
-everything it started.
+an opted-in namespace, hollow kubelets for nodes of several sizes (one
+tainted) and about fifty pods, prints where each pod went, why, and whether
+the node's kubelet runs it (and how long after its create it was Running),
+then starts one more kubelet and shows the reconciler binding the pods that
+fit nowhere at admission, and stops everything it started.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,14 +24,16 @@ import orjson
 
 from webhook.admission.patch import FILTER_RESULT, FINALSCORE_RESULT, UNSCHEDULABLE
 from webhook.admission.rules import ENABLED_LABEL, SCHEDULER_NAME
-from webhook.devcluster import DevCluster, DevClusterError, locate_binaries
-from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest, pod_manifest
+from webhook.devcluster import DevCluster, DevClusterError, KubeletSpec, locate_binaries
+from webhook.devcluster.objects import ensure_namespace, pod_manifest
 from webhook.devcluster.reconciler import start_reconciler
 from webhook.devcluster.webhook import register_webhook, start_webhook, wait_until_effective
 from webhook.kube import Kube
 from webhook.policy.model import PodView
 
 NAMESPACE = "demo"
+RUNNING_TIMEOUT = 30.0
+WATCH_SECONDS = 2
 NODES = [
     # name, cpu, memory, zone, taint
     ("small-a", "2", "4Gi", "zone-a", None),
@@ -87,18 +91,92 @@ def _why(pod: dict[str, Any]) -> str:
     return text
 
 
-def _table(pods: list[dict[str, Any]]) -> str:
-    rows = [("POD", "NODE", "WHY")]
-    for pod in pods:
-        rows.append(
-            (
-                pod["metadata"]["name"],
-                pod["spec"].get("nodeName") or "(pending)",
-                _why(pod),
+def _node_spec(name: str, cpu: str, memory: str, zone: str, taint: Any) -> KubeletSpec:
+    labels = {"topology.kubernetes.io/zone": zone}
+    return KubeletSpec(
+        name, cpu=cpu, memory=memory, labels=labels, taints=(taint,) if taint else ()
+    )
+
+
+class Progress:
+    """When each pod was sent, and when a watch first saw it Running or rejected by its kubelet."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.sent: dict[str, float] = {}
+        self.running: dict[str, float] = {}
+        self.failed: dict[str, str] = {}
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        version = str(kube.get(path, limit=1)["metadata"]["resourceVersion"])
+        self._thread = threading.Thread(target=self._watch, args=(path, version), daemon=True)
+        self._thread.start()
+
+    def _watch(self, path: str, version: str) -> None:
+        """Short watches, resumed, so that `stop` ends the last one within WATCH_SECONDS (an
+        open watch would hold up the API server's shutdown)."""
+        while not self._stop.is_set():
+            try:
+                for event in self.kube.watch(
+                    path, resource_version=version, timeout_seconds=WATCH_SECONDS
+                ):
+                    pod = event.get("object") or {}
+                    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+                    version = str(meta.get("resourceVersion") or version)
+                    self._note(str(meta.get("name")), status)
+            except Exception:  # the demo's display only: resume, or end with the cluster
+                if self._stop.wait(0.2):
+                    return
+
+    def _note(self, name: str, status: dict[str, Any]) -> None:
+        with self._changed:
+            if status.get("phase") == "Running":
+                self.running.setdefault(name, time.monotonic())
+            elif status.get("phase") == "Failed":
+                self.failed[name] = str(status.get("reason") or "Failed")
+            self._changed.notify_all()
+
+    def wait(self, names: list[str], timeout: float = RUNNING_TIMEOUT) -> None:
+        """Until each pod runs or failed, or `timeout` passes."""
+        with self._changed:
+            self._changed.wait_for(
+                lambda: all(n in self.running or n in self.failed for n in names), timeout
             )
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(WATCH_SECONDS + 5)
+        self.kube.close()
+
+    def state(self, name: str) -> str:
+        if name in self.running:
+            return f"Running {self.running[name] - self.sent[name]:5.2f}s"
+        return self.failed.get(name, "")
+
+    def summary(self, names: list[str]) -> str:
+        waits = sorted(self.running[n] - self.sent[n] for n in names if n in self.running)
+        if not waits:
+            return "no pod is Running"
+        median, slowest = waits[len(waits) // 2], waits[-1]
+        failed = sum(1 for n in names if n in self.failed)
+        return (
+            f"{len(waits)} of {len(names)} placed pods Running (kubelet rejections: {failed}); "
+            f"create→Running median {median:.2f}s, slowest {slowest:.2f}s"
         )
-    width = [max(len(r[i]) for r in rows) for i in range(2)]
-    return "\n".join(f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}" for r in rows)
+
+
+def _table(pods: list[dict[str, Any]], progress: Progress) -> str:
+    rows = [("POD", "NODE", "STATUS", "WHY")]
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        rows.append(
+            (name, pod["spec"].get("nodeName") or "(pending)", progress.state(name), _why(pod))
+        )
+    width = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join(
+        f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]:<{width[2]}}  {r[3]}" for r in rows
+    )
 
 
 def _utilisation(pods: list[dict[str, Any]]) -> str:
@@ -120,8 +198,10 @@ def _utilisation(pods: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _show_fallback(kube: Kube, created: list[dict[str, Any]], step: Any) -> None:
-    """Add a node and watch the reconciler bind what admission could not place."""
+def _show_fallback(
+    cluster: DevCluster, kube: Kube, created: list[dict[str, Any]], progress: Progress, step: Any
+) -> None:
+    """Start one more kubelet and watch the reconciler bind what admission could not place."""
     handed = [
         p["metadata"]["name"]
         for p in created
@@ -131,8 +211,7 @@ def _show_fallback(kube: Kube, created: list[dict[str, Any]], step: Any) -> None
         return
     step(f"{len(handed)} pods fit nowhere and wait for the reconciler; adding node large-d")
     started = time.monotonic()
-    create_node(kube, node_manifest("large-d", cpu="24", memory="64Gi",
-                                    labels={"topology.kubernetes.io/zone": "zone-d"}))  # fmt: skip
+    cluster.start_kubelets([_node_spec("large-d", "24", "64Gi", "zone-d", None)])
     bound: dict[str, str] = {}
     last_change = started
     # Until all are bound, or nothing has changed for 3 s (the rest fit nowhere).
@@ -144,10 +223,16 @@ def _show_fallback(kube: Kube, created: list[dict[str, Any]], step: Any) -> None
                 last_change = time.monotonic()
         time.sleep(0.1)
     took = (last_change - started) if bound else 0.0
-    step(f"the reconciler bound {len(bound)} of {len(handed)} within {took:.1f}s")
+    step(f"the reconciler bound {len(bound)} of {len(handed)} within {took:.1f}s (the node's "
+         "kubelet included)")  # fmt: skip
+    progress.wait(list(bound))
     failed = _failed_scheduling(kube)
     for name in handed:
-        print(f"    {name:<12} -> {bound.get(name) or 'pending: ' + failed.get(name, '?')}")
+        if name in bound:
+            state = progress.state(name).split()[0] or "not Running yet"
+            print(f"    {name:<12} -> {bound[name]} ({state})")
+        else:
+            print(f"    {name:<12} -> pending: {failed.get(name, '?')}")
     print()
 
 
@@ -177,36 +262,39 @@ def run(workdir: Path, step: Any) -> int:
             register_webhook(kube, hook)
             ensure_namespace(kube, NAMESPACE, {ENABLED_LABEL: "true"})
             wait_until_effective(kube, NAMESPACE)
-            step(f"creating {len(NODES)} nodes")
-            for name, cpu, memory, zone, taint in NODES:
-                create_node(
-                    kube,
-                    node_manifest(
-                        name, cpu=cpu, memory=memory,
-                        labels={"topology.kubernetes.io/zone": zone},
-                        taints=[taint] if taint else [],
-                    ),
-                )  # fmt: skip
+            step(
+                f"starting {len(NODES)} hollow kubelets (real kubelet code, fake container runtime)"
+            )
+            took = cluster.start_kubelets([_node_spec(*node) for node in NODES])
+            step(f"{len(NODES)} nodes Ready in {took:.1f}s")
             time.sleep(0.5)  # let the webhook's node watch see them
             pods = _pods()
             step(f"creating {len(pods)} pods in namespace {NAMESPACE} (labelled {ENABLED_LABEL})")
+            progress = Progress(Kube(cluster.kubeconfig))
             started = time.monotonic()
-            created = [kube.create(f"/api/v1/namespaces/{NAMESPACE}/pods", pod) for pod in pods]
+            created = []
+            for pod in pods:
+                sent = time.monotonic()
+                created.append(kube.create(f"/api/v1/namespaces/{NAMESPACE}/pods", pod))
+                progress.sent[created[-1]["metadata"]["name"]] = sent  # generated names too
             elapsed = time.monotonic() - started
-            placed = sum(1 for p in created if p["spec"].get("nodeName"))
+            placed = [p["metadata"]["name"] for p in created if p["spec"].get("nodeName")]
             step(
                 f"{len(created)} pods created in {elapsed:.2f}s "
                 f"({elapsed / len(created) * 1000:.1f} ms each, webhook included); "
-                f"{placed} placed at admission"
+                f"{len(placed)} placed at admission; waiting for their kubelets to run them"
             )
+            progress.wait(placed)
+            step(progress.summary(placed))
             print()
-            print(_table(created))
+            print(_table(created, progress))
             print()
             print(_utilisation(created))
             print()
-            _show_fallback(kube, created, step)
+            _show_fallback(cluster, kube, created, progress, step)
+            progress.stop()
         finally:
-            step("stopping the webhook, the reconciler and the control plane")
+            step("stopping the webhook, the reconciler, the kubelets and the control plane")
             hook.stop()
             if reconciler is not None:
                 reconciler.stop()

@@ -11,7 +11,6 @@ tests/unit/deploy/test_manifests.py (secret names, DNS names, issuer chain).
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 from collections.abc import Iterator
@@ -29,7 +28,6 @@ from tests.e2e.test_rbac import (
     token_kubeconfig,
 )
 from tests.unit.deploy.manifests import (
-    DEPLOY,
     NAMESPACE,
     OVERLAYS,
     PART_OF,
@@ -38,6 +36,7 @@ from tests.unit.deploy.manifests import (
     render,
     render_text,
 )
+from tests.unit.deploy.readme import block, operator_checkout
 from webhook.admission.rules import ENABLED_LABEL
 from webhook.devcluster import DevCluster
 from webhook.devcluster.cluster import free_port
@@ -219,14 +218,6 @@ def test_the_second_scheduler_runs_its_config_as_its_service_account_and_binds_v
 # ------------------------------------------------------------------ install, uninstall
 
 
-def readme_block(heading: str) -> str:
-    """The first ```sh block under a `## heading` of deploy/README.md."""
-    section = (DEPLOY / "README.md").read_text().split(f"## {heading}\n", 1)[1]
-    match = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert match is not None, heading
-    return match.group(1)
-
-
 def leftovers(admin: Kube) -> list[str]:
     """Every object labelled part-of=placement-webhook, of every kind we ship or create."""
     admission = "/apis/admissionregistration.k8s.io/v1"
@@ -267,8 +258,11 @@ def test_install_as_the_readme_says_then_its_uninstall_leaves_nothing_behind(
     fresh: tuple[DevCluster, Kube], tmp_path: Path
 ) -> None:
     cluster, admin = fresh
+    checkout = operator_checkout(tmp_path / "checkout", "example.com")
     install = next(
-        line for line in readme_block("Install").splitlines() if line.startswith("kubectl apply")
+        line
+        for line in block("Install", "With kustomize").splitlines()
+        if line.startswith("kubectl apply")
     )
     env = {
         **os.environ,
@@ -276,7 +270,7 @@ def test_install_as_the_readme_says_then_its_uninstall_leaves_nothing_behind(
         "PATH": f"{cluster.bin_dir}{os.pathsep}{os.environ['PATH']}",
     }
     done = subprocess.run(
-        ["bash", "-c", install], cwd=REPO, env=env, capture_output=True, text=True
+        ["bash", "-c", install], cwd=checkout, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     # What the running install creates on its own: the certificate Secrets (and the
@@ -299,8 +293,8 @@ def test_install_as_the_readme_says_then_its_uninstall_leaves_nothing_behind(
     assert f"Secret {NAMESPACE}/placement-webhook-tls" in before
 
     uninstall = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", readme_block("Uninstall")],
-        cwd=REPO,
+        ["bash", "-euo", "pipefail", "-c", block("Uninstall", "With kustomize")],
+        cwd=checkout,
         env=env,
         capture_output=True,
         text=True,

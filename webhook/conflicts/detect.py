@@ -223,7 +223,7 @@ def _host_ports(node: NodeView, recs: Sequence[PodRecord]) -> list[Conflict]:
     return out
 
 
-def _arrival(rec: PodRecord) -> tuple[str, int, str, str]:
+def _arrival(rec: PodRecord) -> tuple[bool, str, int, str, str]:
     return rec.arrival
 
 

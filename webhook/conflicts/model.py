@@ -22,11 +22,18 @@ Mirror pods of static pods are the kubelet's own: they count against their
 node, but are never checked against taints or affinity (the kubelet does not
 check them either).
 
-Arrival on the node: when the pod was bound through a Binding, the
-`PodScheduled=True` condition's transition time (the bind), else its
-creationTimestamp; ties (the API has one-second timestamps) are broken by
-resourceVersion, then namespace/name. Terminating pods (deletionTimestamp)
-count for nothing, as in the policy's model.
+Arrival on the node: pods the kubelet has already admitted come first (it
+writes their Initialized / PodReadyToStartContainers conditions, or they
+run); then, when the pod was bound through a Binding, the `PodScheduled=True`
+condition's transition time (the bind), else its creationTimestamp; ties
+(the API has one-second timestamps) are broken by resourceVersion, then
+namespace/name. Admission first because a real kubelet has decided for those
+pods already: the overcommit it sees is resolved by rejecting the others, so
+they are the culprits (and the ones evict mode may evict). The
+resourceVersion alone would get this wrong: the kubelet's status writes
+raise an admitted pod's version above that of a pod bound after it in the
+same second. Terminating pods (deletionTimestamp) count for nothing, as in
+the policy's model.
 """
 
 from __future__ import annotations
@@ -120,6 +127,17 @@ def _scheduled_at(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
+KUBELET_CONDITIONS: Final = frozenset({"Initialized", "PodReadyToStartContainers"})
+"""Conditions only the kubelet writes, and only for a pod it admitted."""
+
+
+def _admitted(status: Mapping[str, Any]) -> bool:
+    """The kubelet admitted the pod: it runs, or the kubelet wrote its conditions."""
+    if status.get("phase") == "Running":
+        return True
+    return any(c.get("type") in KUBELET_CONDITIONS for c in status.get("conditions") or ())
+
+
 def _version(raw: Any) -> int:
     text = str(raw or "")
     return int(text) if text.isdigit() else 0
@@ -140,6 +158,8 @@ class PodRecord:
     provenance: Provenance
     owner: Owner | None
     terminating: bool
+    admitted: bool = False
+    """A kubelet admitted the pod on its node (see the module notes on arrival)."""
 
     @property
     def uid(self) -> str:
@@ -159,9 +179,15 @@ class PodRecord:
         return self.view.node_name is not None and not self.view.is_terminal
 
     @property
-    def arrival(self) -> tuple[str, int, str, str]:
-        """Sort key: earlier arrivals first."""
-        return (self.arrived, self.resource_version, self.view.namespace, self.view.name)
+    def arrival(self) -> tuple[bool, str, int, str, str]:
+        """Sort key: earlier arrivals first, pods the kubelet admitted before all others."""
+        return (
+            not self.admitted,
+            self.arrived,
+            self.resource_version,
+            self.view.namespace,
+            self.view.name,
+        )
 
     @staticmethod
     def from_dict(pod: Mapping[str, Any]) -> PodRecord:
@@ -188,6 +214,7 @@ class PodRecord:
             provenance=prov,
             owner=owner,
             terminating=meta.get("deletionTimestamp") is not None,
+            admitted=_admitted(status),
         )
 
 

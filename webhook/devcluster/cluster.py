@@ -1,11 +1,15 @@
 """Start, wait for and stop the local control plane processes.
 
 Admission plugins: the defaults, plus MutatingAdmissionWebhook (on by default
-in recent releases, named anyway), minus `ServiceAccount` (it would reject
-every pod until a controller creates the `default` ServiceAccount) and
-`TaintNodesByCondition` (without a kubelet no node ever reports Ready, so the
-taint it adds would never be lifted). The controller-manager, when asked
-for, runs without the node lifecycle controller for the same reason.
+in recent releases, named anyway) and NodeRestriction (hollow kubelets may
+touch only their own Node and pods, as in a real cluster), minus
+`ServiceAccount` (it would reject every pod until a controller creates the
+`default` ServiceAccount) and `TaintNodesByCondition` (a bare Node object has
+no kubelet to report Ready, so the taint it adds would never be lifted). The
+controller-manager, when asked for, runs without the node lifecycle
+controller for the same reason: it would taint and evict bare nodes, which
+never heartbeat. Authorization is Node,RBAC: the Node authorizer is what
+lets a kubelet (`system:node:NAME`) read its pods and write their status.
 
 The API server always presents a client certificate to webhooks (mutual
 TLS): an AdmissionConfiguration gives the MutatingAdmissionWebhook and
@@ -38,16 +42,29 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 import certs
+from webhook.devcluster import kubelets
+from webhook.devcluster.process import fork_from_long_lived_thread
+
+if TYPE_CHECKING:
+    from webhook.devcluster.netns import NodeNetwork
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN_DIR_ENV = "PLACEMENT_WEBHOOK_BIN_DIR"
-COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kubectl",
+    "hollow-kubelet",
+)
 #: CN of the client certificate the API server presents to webhooks.
 APISERVER_CLIENT_NAME = "kube-apiserver"
 #: Webhook ports reserved at start, each with the API server's client certificate.
@@ -139,6 +156,12 @@ class DevCluster:
             self._metrics_token = reader_token(self.kubeconfig)
         return self._metrics_token
 
+    kubelet_root: Path | None = None
+    """Hollow kubelets' state folders (see `kubelets.root_folder`), once one was started."""
+    #: Set for a cluster with a real node: every component runs in that network
+    #: namespace, and `server` is a forwarder to the API server inside it.
+    network: NodeNetwork | None = None
+
     # ---- paths ---------------------------------------------------------
     @property
     def pki(self) -> Path:
@@ -174,6 +197,11 @@ class DevCluster:
             return port
         raise DevClusterError(f"all {len(self.webhook_ports)} reserved webhook ports are in use")
 
+    @property
+    def inner_server(self) -> str:
+        """The API server as the cluster's own processes reach it."""
+        return self.network.inner_server if self.network else self.server
+
     def log_path(self, name: str) -> Path:
         return self.workdir / "logs" / f"{name}.log"
 
@@ -202,14 +230,20 @@ class DevCluster:
         bin_dir: Path | None = None,
         progress: Callable[[str], None] | None = None,
         timeout: float = 90.0,
+        kubelets: Sequence[kubelets.KubeletSpec] = (),
+        network: NodeNetwork | None = None,
     ) -> DevCluster:
-        """Start etcd and kube-apiserver (and the optional components) and wait until ready."""
+        """Start etcd and kube-apiserver (and the optional components) and wait until ready.
+
+        `kubelets`: hollow kubelets to start once the API server is ready; returns
+        when their nodes are Ready.
+        """
         say = progress or (lambda _msg: None)
         folder = Path(workdir).resolve()
         if folder.exists():
             shutil.rmtree(folder)
         (folder / "logs").mkdir(parents=True)
-        cluster = cls(workdir=folder, bin_dir=bin_dir or locate_binaries())
+        cluster = cls(workdir=folder, bin_dir=bin_dir or locate_binaries(), network=network)
         try:
             cluster._write_pki()
             say("starting etcd")
@@ -224,6 +258,10 @@ class DevCluster:
             if controller_manager:
                 cluster.start_controller_manager(own_processes=own_processes)
                 say("kube-controller-manager started")
+            if kubelets:
+                say(f"starting {len(kubelets)} hollow kubelet(s)")
+                took = cluster.start_kubelets(kubelets, own_processes=own_processes)
+                say(f"{len(kubelets)} hollow kubelet node(s) Ready in {took:.1f}s")
             cluster._save_state()
         except BaseException:
             cluster.stop()
@@ -237,10 +275,19 @@ class DevCluster:
         self.stop()
 
     def stop(self, grace: float = 10.0) -> None:
-        """Stop every process this cluster started, newest first; never raises."""
+        """Stop every process this cluster started, newest first; never raises.
+
+        Kubelets go first and all at once (a hundred of them one by one would
+        take seconds), then the rest newest first.
+        """
+        nodes = [c for name, c in self.components.items() if kubelets.is_kubelet(name)]
+        self._stop_components(nodes, grace)
         for component in reversed(list(self.components.values())):
-            self._stop_component(component, grace)
+            if component not in nodes:
+                self._stop_components([component], grace)
         self.components.clear()
+        if self.kubelet_root is not None and not self.kubelet_root.is_relative_to(self.workdir):
+            kubelets.remove_root_folder(self.kubelet_root)
         with contextlib.suppress(OSError):
             (self.workdir / "state.json").unlink()
 
@@ -248,23 +295,28 @@ class DevCluster:
         """Stop one component (for tests that kill, say, the scheduler)."""
         component = self.components.pop(name, None)
         if component:
-            self._stop_component(component, grace)
+            self._stop_components([component], grace)
             self._save_state()
 
     @staticmethod
-    def _stop_component(component: Component, grace: float) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(component.pid, signal.SIGTERM)
+    def _stop_components(components: Sequence[Component], grace: float) -> None:
+        """SIGTERM all, wait up to `grace`, SIGKILL what is left."""
+        for component in components:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(component.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            if not _alive(component):
-                return
-            time.sleep(0.05)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(component.pid, signal.SIGKILL)
-        if component.process is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                component.process.wait(5)
+        left = list(components)
+        while left and time.monotonic() < deadline:
+            left = [c for c in left if _alive(c)]
+            if left:
+                time.sleep(0.05)
+        for component in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(component.pid, signal.SIGKILL)
+        for component in components:
+            if component.process is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    component.process.wait(5)
 
     @classmethod
     def attach(cls, workdir: str | os.PathLike[str]) -> DevCluster:
@@ -276,6 +328,8 @@ class DevCluster:
             raise DevClusterError(f"{folder}: no running dev cluster recorded") from err
         cluster = cls(workdir=folder, bin_dir=Path(state["binDir"]), apiserver_port=state["port"])
         cluster.webhook_ports = list(state.get("webhookPorts", []))
+        if state.get("kubeletRoot"):
+            cluster.kubelet_root = Path(state["kubeletRoot"])
         for name, pid in state["pids"].items():
             cluster.components[name] = Component(name, None, pid, cluster.log_path(name))
         return cluster
@@ -290,22 +344,28 @@ class DevCluster:
             "kubeconfig": str(self.kubeconfig),
             "pids": {name: c.pid for name, c in self.components.items()},
             "webhookPorts": self.webhook_ports,
+            "kubeletRoot": str(self.kubelet_root) if self.kubelet_root else None,
         }
         (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
 
     # ---- processes -----------------------------------------------------
     def _spawn(self, name: str, args: list[str], own: bool, binary: str | None = None) -> None:
         log = self.log_path(name)
-        with open(log, "ab") as out:
-            process = subprocess.Popen(
-                [str(self.bin_dir / (binary or name)), *args],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
-                start_new_session=True,
-                preexec_fn=_die_with_parent if own and sys.platform == "linux" else None,
-            )
+        argv = [str(self.bin_dir / (binary or name)), *args]
+
+        def launch() -> subprocess.Popen[bytes]:
+            with open(log, "ab") as out:
+                return subprocess.Popen(
+                    self.network.command(argv) if self.network else argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.workdir,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent if own and sys.platform == "linux" else None,
+                )
+
+        process = fork_from_long_lived_thread(launch) if own else launch()
         self.components[name] = Component(name, process, process.pid, log)
 
     def _check_alive(self, name: str) -> None:
@@ -343,35 +403,36 @@ class DevCluster:
     def _start_apiserver(self, own: bool) -> None:
         self.apiserver_port = free_port()
         pki = self.pki
-        self._spawn(
-            "kube-apiserver",
-            [
-                f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                "--endpoint-reconciler-type=none",  # loopback cannot back the kubernetes Service
-                f"--secure-port={self.apiserver_port}",
-                f"--tls-cert-file={pki / 'apiserver.crt'}",
-                f"--tls-private-key-file={pki / 'apiserver.key'}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                "--api-audiences=https://kubernetes.default.svc.cluster.local",
-                "--service-cluster-ip-range=10.96.0.0/16",
-                "--authorization-mode=RBAC",
-                "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
-                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-                "--allow-privileged=true",
-                "--profiling=false",
-                "--enable-priority-and-fairness=false",
-                "--max-requests-inflight=2000",
-                "--max-mutating-requests-inflight=1000",
-                "--event-ttl=1h",
-                f"--admission-control-config-file={self._write_admission_config()}",
-            ],
-            own,
-        )
+        args = [
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",  # loopback cannot back the kubernetes Service
+            f"--secure-port={self.apiserver_port}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--api-audiences=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins="
+            "NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=2000",
+            "--max-mutating-requests-inflight=1000",
+            "--event-ttl=1h",
+            f"--admission-control-config-file={self._write_admission_config()}",
+        ]
+        if self.network is not None:
+            args = self.network.apiserver_args(args, pki)
+            self.network.expose(self.apiserver_port)
+        self._spawn("kube-apiserver", args, own)
 
     def _write_admission_config(self) -> Path:
         """AdmissionConfiguration: the API server's client certificate for each reserved port."""
@@ -414,7 +475,9 @@ class DevCluster:
         ca = certs.load_authority(self.pki)
         pair = certs.issue_client_certificate(ca, user, groups)
         path = self.workdir / f"{name}.kubeconfig"
-        write_kubeconfig(path, self.server, ca.cert_pem, pair.cert_pem, pair.key_pem, user=user)
+        write_kubeconfig(
+            path, self.inner_server, ca.cert_pem, pair.cert_pem, pair.key_pem, user=user
+        )
         return path
 
     def start_scheduler(
@@ -445,6 +508,19 @@ class DevCluster:
         self._spawn(name, args, own_processes, binary="kube-scheduler")
         time.sleep(0.5)
         self._check_alive(name)
+
+    def start_kubelets(
+        self,
+        specs: Sequence[kubelets.KubeletSpec],
+        *,
+        own_processes: bool = True,
+        timeout: float = 120.0,
+    ) -> float:
+        """Start one hollow kubelet per spec; returns the seconds until all their nodes were Ready.
+
+        Stop one with `stop_component(kubelets.component_name(NAME))`.
+        """
+        return kubelets.start(self, specs, own=own_processes, timeout=timeout)
 
     def _with_client_connection(self, config: Path, kubeconfig: Path, name: str) -> Path:
         """A copy of a KubeSchedulerConfiguration that points at this cluster.

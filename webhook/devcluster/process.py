@@ -7,20 +7,29 @@ cluster: /healthz and /readyz to the plain-HTTP probe endpoint, /metrics and
 /debug/* to the metrics endpoint with a bearer token the API server accepts
 (TokenReview, then RBAC get on the path), anything else to `url` (with the
 client certificate a webhook port requires).
+
+`fork_from_long_lived_thread`: processes that must die with this Python
+process get PR_SET_PDEATHSIG, which the kernel fires when the *thread* that
+forked them exits, not the process. Forking from one daemon thread that
+lives as long as the process makes the signal mean what it is meant to,
+whichever thread (a pool worker, an experiment's helper) started the child.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import signal
 import ssl
 import subprocess
+import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -29,6 +38,46 @@ from webhook.kube import ApiError, Kube
 PROBE_PATHS = ("/healthz", "/readyz")
 READER_ACCOUNT = ("kube-system", "placement-webhook-metrics-reader")
 READER_ROLE = "placement-webhook:metrics-reader"
+
+T = TypeVar("T")
+
+
+class _Forker:
+    """A daemon thread that runs the jobs handed to it, one at a time, and hands back results."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], queue.SimpleQueue[Any]]]
+        self._jobs = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="devcluster-forker", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            job, answer = self._jobs.get()
+            try:
+                answer.put((True, job()))
+            except BaseException as err:  # raised again in the caller's thread
+                answer.put((False, err))
+
+    def call(self, job: Callable[[], T]) -> T:
+        answer: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._jobs.put((job, answer))
+        ok, value = answer.get()
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+
+_forker: _Forker | None = None
+_forker_lock = threading.Lock()
+
+
+def fork_from_long_lived_thread(start: Callable[[], T]) -> T:
+    """Run `start` (a Popen with PR_SET_PDEATHSIG) on the one long-lived forker thread."""
+    global _forker
+    with _forker_lock:
+        if _forker is None:
+            _forker = _Forker()
+    return _forker.call(start)
 
 
 @dataclass

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import certs
 from webhook.devcluster.cluster import DevCluster, DevClusterError, _die_with_parent, free_port
-from webhook.devcluster.process import ServedProcess
+from webhook.devcluster.process import ServedProcess, fork_from_long_lived_thread
 from webhook.reconciler.options import DEFAULT_LEASE_NAME
 
 FAST_LEASE = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5")
@@ -85,10 +85,15 @@ def start_reconciler(
         *extra,
     ]  # fmt: skip
     with open(log, "ab") as out:
-        process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
-        )  # fmt: skip
+        process = fork_from_long_lived_thread(
+            lambda: subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
+        )
     rec = ReconcilerProcess(
         process,
         f"http://127.0.0.1:{port}",

@@ -34,7 +34,7 @@ from webhook.devcluster.cluster import (
     free_port,
 )
 from webhook.devcluster.objects import ensure_namespace
-from webhook.devcluster.process import ServedProcess
+from webhook.devcluster.process import ServedProcess, fork_from_long_lived_thread
 from webhook.kube import ApiError, Kube
 
 #: What deploy/base ships (the webhook Deployment's replicas).
@@ -174,13 +174,15 @@ def start_webhook(
         *extra_args,
     ]  # fmt: skip
     with open(log, "ab") as out:
-        process = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: SIGKILL takes the worker too
-            preexec_fn=_die_with_parent,
+        process = fork_from_long_lived_thread(
+            lambda: subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: SIGKILL takes the worker too
+                preexec_fn=_die_with_parent,
+            )
         )
     hook = WebhookProcess(
         process,

@@ -72,6 +72,36 @@ def test_the_pods_a_kubelet_would_reject_in_arrival_order_are_the_culprits() -> 
     assert conflict.last_arrived.name == "c"
 
 
+def test_a_pod_the_kubelet_admitted_is_not_the_culprit_though_its_status_raised_its_version() -> (
+    None
+):
+    # Same second; the kubelet's status writes put the running pod's version above the
+    # one bound after it, which it will reject: that one is the culprit, not the running one.
+    pods = records(
+        pod("running", "n1", cpu="2", at=at(1), rv=300, phase="Running"),
+        pod("arriving", "n1", cpu="2", at=at(1), rv=200, phase="Pending", by="direct"),
+    )
+    (conflict,) = detect(nodes(node("n1", cpu="3")), pods)
+    assert culprits(conflict) == ["arriving"]
+
+
+def test_kubelet_conditions_mark_a_pod_admitted_before_it_runs() -> None:
+    admitted = pod("admitted", "n1", cpu="2", at=at(1), rv=300, phase="Pending")
+    admitted["status"]["conditions"] = [{"type": "PodReadyToStartContainers", "status": "False"}]
+    waiting = pod("waiting", "n1", cpu="2", at=at(1), rv=200, phase="Pending")
+    (conflict,) = detect(nodes(node("n1", cpu="3")), records(admitted, waiting))
+    assert culprits(conflict) == ["waiting"]
+
+
+def test_without_a_kubelet_pending_pods_lose_in_arrival_order() -> None:
+    pods = records(
+        pod("first", "n1", cpu="2", at=at(1), rv=300, phase="Pending"),
+        pod("second", "n1", cpu="2", at=at(2), rv=200, phase="Pending"),
+    )
+    (conflict,) = detect(nodes(node("n1", cpu="3")), pods)
+    assert culprits(conflict) == ["second"]
+
+
 def test_too_many_pods_is_an_overcommit_of_pods() -> None:
     pods = records(*(pod(f"p{i}", "n1", cpu="10m", at=at(i)) for i in range(4)))
     (conflict,) = detect(nodes(node("n1", pods="3")), pods)

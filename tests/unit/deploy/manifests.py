@@ -1,4 +1,4 @@
-"""The deploy/ manifests as data: rendered by the pinned kubectl's kustomize, or read raw.
+"""The deploy/ manifests as data: rendered by the pinned kubectl's kustomize or Helm, or read raw.
 
 Shared by the unit tests (shape of the manifests) and the e2e tests (the
 same objects sent to a real API server).
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import subprocess
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
 OVERLAYS = ("self-managed", "cert-manager", "extender", "self-managed-mtls")
+CHART = DEPLOY / "helm" / "placement-webhook"
 NAMESPACE = "placement-webhook"
 PART_OF = {"app.kubernetes.io/part-of": "placement-webhook"}
 #: Files holding the Roles and ClusterRoles of the webhook, reconciler and certs processes.
@@ -30,6 +33,47 @@ def kubectl() -> Path:
     from webhook.devcluster import locate_binaries
 
     return locate_binaries() / "kubectl"
+
+
+def helm() -> Path:
+    """The Helm built by hack/build.sh from its pinned module."""
+    from webhook.devcluster import locate_binaries
+
+    return locate_binaries() / "helm"
+
+
+@functools.cache
+def _render_chart(values_json: str, namespace: str) -> str:
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as values:
+        yaml.safe_dump(json.loads(values_json), values)
+        values.flush()
+        done = subprocess.run(
+            [
+                *(str(helm()), "template", "placement-webhook", str(CHART)),
+                *("--namespace", namespace, "--values", values.name),
+            ],
+            capture_output=True,
+            text=True,
+        )
+    if done.returncode != 0:
+        raise AssertionError(f"helm template: {done.stderr}")
+    return done.stdout
+
+
+def render_chart(values: Mapping[str, Any] | None = None, namespace: str = NAMESPACE) -> list[Obj]:
+    """`helm template` of deploy/helm/placement-webhook with these values (cached per run)."""
+    text = _render_chart(json.dumps(values or {}, sort_keys=True), namespace)
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def render_dir(folder: Path) -> list[Obj]:
+    """`kubectl kustomize FOLDER`: an operator's own overlay, say."""
+    done = subprocess.run(
+        [str(kubectl()), "kustomize", str(folder)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"kubectl kustomize {folder}: {done.stderr}")
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 
 @functools.cache

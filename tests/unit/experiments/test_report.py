@@ -93,3 +93,29 @@ def test_the_report_names_the_command_and_the_machine() -> None:
     assert "`python -m experiments run s --out x`" in text
     assert "Machine: 2 CPUs" in text
     assert "## s: 3 nodes, 100 pods, burst" in text
+
+
+def test_kubelet_rows_appear_only_for_a_scenario_on_hollow_kubelets() -> None:
+    kubelets = {
+        "count": 3, "cpuSeconds": 1.5, "pssMiB": {"mean": 20.0, "max": 22.0},
+        "writes": {"pods/status": 200, "events": 400, "nodes/status": 3, "leases": 30},
+        "podWritesPerPod": 6.0,
+        "idle": {"writesPerSecond": 0.3, "cpuCores": {"kube-apiserver": 0.02, "etcd": 0.01,
+                                                      "kubelets": 0.03}},
+    }  # fmt: skip
+    on_kubelets = arm("webhook nodeName", 500.0, kubelets=kubelets)
+    on_kubelets["summary"] |= {"running": 99, "runningLatencyMs": {"p50": 300.0, "p99": 900.0},
+                               "kubeletRejections": {"total": 1, "OutOfcpu": 1}}  # fmt: skip
+    block = {**BLOCK, "arms": {"B": on_kubelets}}
+
+    table = scenario_table(block)
+
+    assert "| create→Running p99 (ms) | 900.0 |" in table
+    assert "| kubelet rejections (by reason) | OutOfcpu 1 |" in table
+    assert (
+        "| kubelet writes: pods/status / events / nodes/status / leases | 200 / 400 / 3 / 30 |"
+        in table
+    )
+    idle = "| idle nodes: API writes/s / cores apiserver / etcd / kubelets |"
+    assert f"{idle} 0.3 / 0.020 / 0.010 / 0.030 |" in table
+    assert "create→Running" not in scenario_table(BLOCK)

@@ -99,6 +99,9 @@ def test_the_policy_carries_the_scenario_profile_and_the_placement_mode() -> Non
         ({"percentageOfNodesToScore": 101}, "0..100"),
         ({"profile": {"plugins": {"score": {"enabled": [{"name": "Nope"}]}}}}, "unknown plugin"),
         ({"nodes": []}, "non-empty list"),
+        ({"kubelets": "yes"}, "kubelets: must be true or false"),
+        ({"kubelets": True, "nodes": [{"count": 1, "cpu": "1500m"}]}, r"nodes\[0\].cpu: .*whole"),
+        ({"kubelets": True, "nodes": [{"count": 2, "cpuStep": "400m"}]}, r"cpuStep: .*whole"),
     ],
 )
 def test_invalid_scenarios_are_refused_with_the_field_named(
@@ -106,3 +109,8 @@ def test_invalid_scenarios_are_refused_with_the_field_named(
 ) -> None:
     with pytest.raises(ScenarioError, match=message):
         parse_scenario(scenario(**overrides))
+
+
+def test_a_kubelet_scenario_says_so_in_its_summary() -> None:
+    assert parse_scenario(scenario(kubelets=True)).summary()["kubelets"] is True
+    assert parse_scenario(scenario()).kubelets is False

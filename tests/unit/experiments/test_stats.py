@@ -65,3 +65,24 @@ def test_columns_survive_a_json_round_trip() -> None:
     run = columns([0.0], [0.25], [None])
 
     assert Columns.from_dict(run.to_dict()) == run
+
+
+def test_kubelet_columns_give_create_to_running_and_rejections_by_reason() -> None:
+    run = columns([0.0, 0.0, 0.0], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1])
+    run = Columns(
+        **{**run.__dict__, "running": (0.5, 1.5, None), "rejected": (None, None, "OutOfcpu")}
+    )
+
+    summary = summarize(run)
+
+    assert summary["running"] == 2
+    assert (summary["runningLatencyMs"]["p50"], summary["runningLatencyMs"]["max"]) == (500, 1500)
+    assert summary["kubeletRejections"] == {"total": 1, "OutOfcpu": 1}
+    assert Columns.from_dict(run.to_dict()) == run
+
+
+def test_without_kubelets_there_are_no_running_figures() -> None:
+    summary = summarize(columns([0.0], [0.1], [0.1]))
+
+    assert "runningLatencyMs" not in summary and "kubeletRejections" not in summary
+    assert "running" not in columns([0.0], [0.1], [0.1]).to_dict()
