@@ -196,6 +196,12 @@ class ClusterView:
             age = max(now - self._last_seen[k] for k in kinds)
         return SyncState(synced=synced, age_seconds=age)
 
+    def is_ready(self, max_age_seconds: float) -> bool:
+        """Whether decisions against this view can be trusted: every collection
+        was listed, and every watch gave a sign of life within `max_age_seconds`."""
+        state = self.sync_state()
+        return state.synced and state.age_seconds <= max_age_seconds
+
     def resource_version(self, kind: str) -> str:
         """The newest resourceVersion the watch of `kind` delivered ("" before any)."""
         with self._lock:

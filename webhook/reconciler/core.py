@@ -105,8 +105,7 @@ class DecisionCore:
 
     # ---- reading -------------------------------------------------------
     def synced(self) -> bool:
-        state = self.view.sync_state()
-        return state.synced and state.age_seconds <= self.settings.max_cache_age
+        return self.view.is_ready(self.settings.max_cache_age)
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         info = {

@@ -323,8 +323,10 @@ def test_health_readiness_and_metrics(client: FlaskClient) -> None:
 
 
 def test_readyz_fails_while_the_view_is_not_synced() -> None:
+    """With the real gate on a view nothing was listed into (the live source's
+    gate is tested with its informers in tests/unit/cluster/test_source.py)."""
     view = ClusterView()
-    client = create_app(Placer(view, policy(), ready=lambda: False)).test_client()
+    client = create_app(Placer(view, policy(), ready=lambda: view.is_ready(120.0))).test_client()
     assert client.get("/readyz").status_code == 503
 
 
