@@ -1,7 +1,14 @@
 """Hypothesis invariants of the policy core.
 
-- the vectorised filters agree with a slow per-node reference written
-  straight from kube-scheduler's plugin code (first failing plugin wins);
+- the vectorised filters agree with a slow per-node reference (first failing
+  plugin wins). The reference loops node by node over the raw node objects,
+  but it reads the pod through the production parser (PodView) and matches
+  with the production matchers (tolerations, selectors, affinity terms,
+  quantities): it checks the vectorisation and the plugins' order and
+  counting (skew, domains, existing pods' anti-affinity), not the meaning of
+  a toleration or a selector. Those meanings are checked against the real
+  kube-scheduler by tests/e2e/test_differential.py and by the plugins'
+  table-driven tests;
 - normalised scores stay within 0..100 and totals are weighted sums;
 - verdicts do not depend on the order nodes and pods were added, and an
   incrementally maintained snapshot decides like one built from scratch;
@@ -230,7 +237,8 @@ ALL_NODES = load_policy(
 
 
 class Ref:
-    """Per-node filters transcribed from kube-scheduler (no vectorisation)."""
+    """Per-node filters, node by node (no vectorisation), in kube-scheduler's plugin
+    order; the pod's fields and the matchers are the production ones (see above)."""
 
     def __init__(
         self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], pod: dict[str, Any]
