@@ -39,6 +39,7 @@ from webhook.admission.registration import (
     webhook_configuration,
 )
 from webhook.admission.rules import ENABLED_LABEL
+from webhook.devcluster.webhook import DEPLOYED_REPLICAS
 from webhook.extender.config import ExtenderEntry
 from webhook.policy.policy_file import load_policy
 
@@ -294,6 +295,8 @@ def test_the_webhook_is_spread_replicated_and_budgeted() -> None:
     (spread,) = pod["spec"]["topologySpreadConstraints"]
 
     assert spec["replicas"] >= 2
+    # The e2e tests run the webhook with the replica count the deploy ships.
+    assert spec["replicas"] == DEPLOYED_REPLICAS
     assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
     assert len(budgets) == 1
     assert budgets[0]["spec"]["maxUnavailable"] < spec["replicas"]
