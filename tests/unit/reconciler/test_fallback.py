@@ -17,7 +17,7 @@ import pytest
 
 from webhook.cluster.view import ClusterView
 from webhook.conflicts.store import ConflictStore
-from webhook.policy.marks import RESERVATION, SCHEDULER_NAME
+from webhook.policy.marks import RESERVATION, SCHEDULER_NAME, SELECTED_NODE, pin
 from webhook.policy.policy_file import default_policy
 from webhook.reconciler.fallback import FallbackBinder
 from webhook.reconciler.queue import BackoffSettings
@@ -39,6 +39,7 @@ class ScriptedApi:
         self.bindings: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self.status_patches: list[dict[str, Any]] = []
+        self.deletes: list[tuple[str, Any]] = []
         self.pods: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
 
@@ -52,6 +53,9 @@ class ScriptedApi:
                 self.pods[name] = {**self.pods[name], "spec": {
                     **self.pods[name]["spec"], "nodeName": body["target"]["name"]}}  # fmt: skip
                 return {"kind": "Status", "status": "Success", "code": 201}
+            if method == "DELETE":
+                self.deletes.append((path, body))
+                return {}
             if method == "PATCH" and path.endswith("/status"):
                 self.status_patches.append(body)
                 return {}
@@ -249,3 +253,78 @@ def test_a_pod_that_fits_no_node_gets_failed_scheduling_and_the_pod_condition(
     assert api.bindings == []
     assert binder.view.reservations() == []
     assert binder.pending()["unschedulable"] == 1, binder.pending()
+
+
+# ---- nodeAffinity mode: a pinned pod whose node stopped fitting -------------------
+
+
+def pinned(
+    name: str, node: str, cpu: str, *, kube_scheduler_gave_up: bool = True
+) -> dict[str, Any]:
+    """A ReplicaSet pod our nodeAffinity mode pinned to `node`, left to kube-scheduler."""
+    conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": "apps", "uid": f"uid-{name}", "resourceVersion": "7",
+            "annotations": {SELECTED_NODE: node, RESERVATION: f"r-{name}"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                                 "uid": "rs-uid", "controller": True}],
+        },
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": cpu}}}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [pin(node)]}]}}},
+        },
+        "status": {"phase": "Pending", "conditions": conditions if kube_scheduler_gave_up else []},
+    }  # fmt: skip
+
+
+def running(name: str, node: str, cpu: str) -> dict[str, Any]:
+    pod = pending(name, cpu)
+    pod["spec"] = {**pod["spec"], "schedulerName": "default-scheduler", "nodeName": node}
+    pod["status"] = {"phase": "Running"}
+    return pod
+
+
+def test_a_pinned_pod_whose_node_was_filled_is_deleted_for_its_controller_to_recreate(
+    binder: FallbackBinder, api: ScriptedApi
+) -> None:
+    binder.feed().apply("Pod", "ADDED", running("other", "small", cpu="1"))  # filled by another
+    binder.feed().apply("Pod", "ADDED", pinned("p", "small", cpu="1"))
+
+    assert binder.repair_pass() == 1
+
+    ((path, options),) = api.deletes
+    assert path == "/api/v1/namespaces/apps/pods/p"
+    assert options["preconditions"] == {"uid": "uid-p", "resourceVersion": "7"}
+    event = wait_for(lambda: [e for e in api.events if e["reason"] != "Scheduled"], "an event")
+    assert "pinned to small, which no longer fits it, while big does" in event[0]["note"]
+    assert binder.repair_pass() == 0  # once per pod, not on every pass
+
+
+@pytest.mark.parametrize(
+    ("why", "pod", "others"),
+    [
+        ("its node still fits", pinned("p", "big", cpu="1"), []),
+        ("kube-scheduler has not given up", pinned("p", "small", cpu="1",
+                                                   kube_scheduler_gave_up=False),
+         [running("other", "small", cpu="1")]),
+        ("no other node fits either", pinned("p", "small", cpu="4"),
+         [running("other", "big", cpu="1")]),
+    ],
+)  # fmt: skip
+def test_a_pinned_pod_is_left_alone_when(
+    binder: FallbackBinder,
+    api: ScriptedApi,
+    why: str,
+    pod: dict[str, Any],
+    others: list[dict[str, Any]],
+) -> None:
+    for other in others:
+        binder.feed().apply("Pod", "ADDED", other)
+    binder.feed().apply("Pod", "ADDED", pod)
+
+    assert binder.repair_pass() == 0, why
+    assert api.deletes == []
