@@ -217,6 +217,23 @@ def test_node_affinity_mode_only_prefers_the_node_for_a_pod_no_controller_recrea
     assert preferred == [{"weight": 100, "preference": {"matchFields": [pin]}}]
 
 
+def test_node_affinity_mode_pins_nothing_and_reserves_nothing_when_no_node_fits(
+    view: ClusterView,
+) -> None:
+    client = client_for(view, mode="nodeAffinity")
+    obj = pod(cpu="64")
+    obj["metadata"]["ownerReferences"] = OWNED
+
+    result = patched(obj, post(client, review(obj)).get_json())
+
+    assert "affinity" not in result["spec"] and "nodeName" not in result["spec"]
+    assert result["metadata"]["annotations"][UNSCHEDULABLE] == (
+        "0/2 nodes are available: 2 Insufficient cpu."
+    )
+    assert SELECTED_NODE not in result["metadata"]["annotations"]
+    assert view.reservations() == []
+
+
 def test_pod_in_a_namespace_without_the_label_is_left_alone(view: ClusterView) -> None:
     view.apply("Namespace", "ADDED", namespace("other", {}))
     obj = pod()
