@@ -42,6 +42,7 @@ from webhook.policy.framework import schedule
 from webhook.policy.model import NodeView, PodView
 from webhook.policy.policy_file import default_policy
 from webhook.policy.snapshot import ClusterSnapshot
+from webhook.policy.workloads import WorkloadView
 
 ZONES = ["zone-a", "zone-b", "zone-c", "zone-d", "zone-e"]
 BUDGET_MS = {1000: 2.0, 5000: 10.0}
@@ -241,7 +242,7 @@ def build_cluster(
     t1 = time.perf_counter()
     snap = build_snapshot(nodes, pods)
     for workload in make_workloads([f"app-{i}" for i in range(app_i)], rng):
-        snap.workloads.upsert(workload["kind"], workload)
+        snap.workloads.upsert(WorkloadView.from_dict(workload["kind"], workload))
     t2 = time.perf_counter()
     # incremental update cost: re-upsert changed pods and nodes
     sample = pods[:2000]

@@ -27,7 +27,7 @@ from webhook.policy.model import NamespaceView, NodeView, PodView
 from webhook.policy.profile import Profile
 from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code
-from webhook.policy.workloads import WORKLOAD_KINDS, object_key
+from webhook.policy.workloads import WORKLOAD_KINDS, WorkloadView, object_key
 
 T = TypeVar("T")
 # What the view is fed; the Services and controllers give default spreading its selectors.
@@ -111,7 +111,7 @@ class ClusterView:
                 fulfilled = self._ledger.fulfil(pod.reservation)
             self._snapshot.upsert_pod(pod)
         elif kind in WORKLOAD_KINDS:
-            self._snapshot.workloads.upsert(kind, obj)
+            self._snapshot.workloads.upsert(WorkloadView.from_dict(kind, obj))
         else:
             self._snapshot.upsert_namespace(NamespaceView.from_dict(obj))
         self._known[kind].add(self._key(kind, obj))

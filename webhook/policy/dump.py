@@ -12,7 +12,7 @@ from typing import Any
 
 from webhook.policy.model import NamespaceView, NodeView, PodView
 from webhook.policy.snapshot import ClusterSnapshot
-from webhook.policy.workloads import WORKLOAD_KINDS
+from webhook.policy.workloads import WORKLOAD_KINDS, WorkloadView
 
 __all__ = ["build_snapshot", "snapshot_from_list"]
 
@@ -53,5 +53,5 @@ def snapshot_from_list(doc: Mapping[str, Any]) -> ClusterSnapshot:
             workloads.append(item)
     snap = build_snapshot(nodes, pods, nss)
     for item in workloads:
-        snap.workloads.upsert(str(item["kind"]), item)
+        snap.workloads.upsert(WorkloadView.from_dict(str(item["kind"]), item))
     return snap

@@ -53,7 +53,7 @@ from webhook.policy.model import (
     Taint,
 )
 from webhook.policy.selectors import LabelSelector
-from webhook.policy.workloads import WorkloadSelectors
+from webhook.policy.workload_index import WorkloadSelectors
 
 __all__ = ["ClusterSnapshot"]
 

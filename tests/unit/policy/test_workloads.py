@@ -9,7 +9,8 @@ import pytest
 from webhook.policy.dump import snapshot_from_list
 from webhook.policy.model import PodView
 from webhook.policy.selectors import LabelRequirement, LabelSelector
-from webhook.policy.workloads import ControllerRef, WorkloadSelectors
+from webhook.policy.workload_index import WorkloadSelectors
+from webhook.policy.workloads import ControllerRef, WorkloadView
 
 RS = ControllerRef("apps/v1", "ReplicaSet", "web-7d9")
 
@@ -24,7 +25,7 @@ def workload(kind: str, name: str, selector: Any, namespace: str = "shop") -> di
 def store(*objects: dict[str, Any]) -> WorkloadSelectors:
     out = WorkloadSelectors()
     for obj in objects:
-        out.upsert(obj["kind"], obj)
+        out.upsert(WorkloadView.from_dict(obj["kind"], obj))
     return out
 
 
@@ -94,7 +95,7 @@ def test_owners_kube_scheduler_does_not_look_up_add_nothing(owner: ControllerRef
 
 def test_updates_and_deletions_are_seen() -> None:
     s = store(workload("Service", "web", {"app": "web"}))
-    s.upsert("Service", workload("Service", "web", {"tier": "front"}))
+    s.upsert(WorkloadView.from_dict("Service", workload("Service", "web", {"tier": "front"})))
     assert s.default_selector("shop", WEB, None) == LabelSelector((eq("tier", "front"),))
     s.remove("Service", "shop/web")
     assert s.default_selector("shop", WEB, None).requirements == ()
