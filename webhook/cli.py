@@ -11,11 +11,13 @@ import logging
 import os
 import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from webhook.policy.marks import DEFAULT_NAMESPACE
 
 if TYPE_CHECKING:
     from webhook.devcluster.kubelets import KubeletSpec
-from pathlib import Path
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -308,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--snapshot", default=_env("snapshot"), help="kubectl get -o json dump")
     serve.add_argument(
         "--namespace",
-        default=_env("namespace", "placement-webhook"),
+        default=_env("namespace", DEFAULT_NAMESPACE),
         help="the webhook's own namespace (never placed)",
     )
     serve.add_argument(

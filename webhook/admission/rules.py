@@ -17,7 +17,7 @@ from webhook.policy.placement_policy import Mode
 
 SKIP_LABEL = f"{marks.DOMAIN}/skip"
 ENABLED_LABEL = f"{marks.DOMAIN}/enabled"
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+MIRROR_ANNOTATION = marks.MIRROR_ANNOTATION
 PROTECTED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 
 

@@ -20,6 +20,10 @@ from webhook import bodies
 DOMAIN: Final = "placement-webhook.io"
 SCHEDULER_NAME: Final = "placement-webhook"
 """The schedulerName of pods handed to the fallback binder."""
+DEFAULT_NAMESPACE: Final = "placement-webhook"
+"""The namespace the webhook is installed in unless told otherwise (never placed)."""
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+"""Kubernetes' mark of a static pod's mirror (the kubelet owns it, no scheduler places it)."""
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 """kube-scheduler's schedulerName, the one the API server gives a pod that names none."""
 HANDLED_SCHEDULERS: Final = frozenset({"", DEFAULT_SCHEDULER, SCHEDULER_NAME})
