@@ -42,7 +42,9 @@ HANDED_OFF: Final = f"{DOMAIN}/handed-off"
 #: workload: these are pinned with a *required* node affinity (and repaired by
 #: deletion if the pinned node stops fitting); every other pod is steered with
 #: a *preferred* one, so it can never be stranded on a node that filled up.
-RECREATING_CONTROLLERS: Final = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
+#: (Not Job: a deleted Job pod may count as a failure of the Job. The conflict
+#: detector's RECREATING_CONTROLLERS, the owners eviction may recreate, is wider.)
+PINNED_CONTROLLERS: Final = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
 PREFERRED_WEIGHT: Final = 100
 DECISION_ANNOTATIONS: Final = (
     SELECTED_NODE, RESERVATION, FILTER_RESULT, SCORE_RESULT, FINALSCORE_RESULT,
@@ -61,7 +63,7 @@ def controller_kind(pod: Mapping[str, Any]) -> str | None:
 
 def pin_is_required(pod: Mapping[str, Any]) -> bool:
     """Whether nodeAffinity mode pins this pod (True) or only prefers the node (False)."""
-    return controller_kind(pod) in RECREATING_CONTROLLERS
+    return controller_kind(pod) in PINNED_CONTROLLERS
 
 
 def placed_by_us(pod: Mapping[str, Any]) -> tuple[str, str] | None:
