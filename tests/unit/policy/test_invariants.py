@@ -1,14 +1,15 @@
 """Hypothesis invariants of the policy core.
 
 - the vectorised filters agree with a slow per-node reference (first failing
-  plugin wins). The reference loops node by node over the raw node objects,
-  but it reads the pod through the production parser (PodView) and matches
-  with the production matchers (tolerations, selectors, affinity terms,
-  quantities): it checks the vectorisation and the plugins' order and
-  counting (skew, domains, existing pods' anti-affinity), not the meaning of
-  a toleration or a selector. Those meanings are checked against the real
-  kube-scheduler by tests/e2e/test_differential.py and by the plugins'
-  table-driven tests;
+  plugin wins). The reference loops node by node over the raw objects. It
+  matches tolerations, nodeSelector and required node affinity on the raw
+  pod with its own code, written from the API's rules; for resources, host
+  ports, topology spread and inter-pod affinity it reads the pod through the
+  production parser (PodView) and its label-selector and affinity-term
+  matchers, so there it checks the vectorisation and the plugins' counting
+  (skew, domains, existing pods' anti-affinity), not the meaning of a
+  selector. Those meanings are checked against the real kube-scheduler by
+  tests/e2e/test_differential.py and by the plugins' table-driven tests;
 - normalised scores stay within 0..100 and totals are weighted sums;
 - verdicts do not depend on the order nodes and pods were added, and an
   incrementally maintained snapshot decides like one built from scratch;
@@ -30,10 +31,9 @@ from webhook import explain
 from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import schedule
 from webhook.policy.interface import CycleState
-from webhook.policy.model import NodeView, PodView, Taint, tolerates
+from webhook.policy.model import NodeView, PodView
 from webhook.policy.policy_file import load_policy
 from webhook.policy.profile import Profile
-from webhook.policy.selectors import parse_int64
 from webhook.policy.snapshot import ClusterSnapshot
 
 ZONE = "topology.kubernetes.io/zone"
@@ -234,16 +234,89 @@ ALL_NODES = load_policy(
 
 
 # ---------------------------------------------------------------- reference
+# Tolerations and node selection are matched here on the raw objects, written
+# from the Kubernetes API's rules (v1.Toleration.ToleratesTaint and
+# component-helpers' nodeaffinity), not with the production parser and matchers.
+
+
+def ref_tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    if toleration.get("effect") and toleration["effect"] != taint["effect"]:
+        return False
+    if toleration.get("key") and toleration["key"] != taint["key"]:
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def ref_untolerated(
+    pod: Mapping[str, Any], taints: list[Mapping[str, Any]], effects: set[str]
+) -> bool:
+    tolerations = pod["spec"].get("tolerations") or []
+    return any(
+        t["effect"] in effects and not any(ref_tolerates(tol, t) for tol in tolerations)
+        for t in taints
+    )
+
+
+def _int64(text: str) -> int | None:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        return None
+    return value if -(2**63) <= value < 2**63 else None
+
+
+def ref_requirement(labels: Mapping[str, str], req: Mapping[str, Any]) -> bool:
+    key, operator, values = req["key"], req["operator"], req.get("values") or []
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator in ("Gt", "Lt") and key in labels:
+        have, want = _int64(labels[key]), _int64(values[0])
+        if have is None or want is None:
+            return False
+        return have > want if operator == "Gt" else have < want
+    return False
+
+
+def ref_node_term(name: str, labels: Mapping[str, str], term: Mapping[str, Any]) -> bool:
+    expressions, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+    if not expressions and not fields:
+        return False  # an empty term matches no node
+    return all(ref_requirement(labels, r) for r in expressions) and all(
+        ref_requirement({"metadata.name": name}, r) for r in fields
+    )
+
+
+def ref_node_selection(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """nodeSelector (every pair) and required node affinity (any term)."""
+    name, labels = node["metadata"]["name"], node["metadata"]["labels"]
+    selector = pod["spec"].get("nodeSelector") or {}
+    if any(labels.get(k) != v for k, v in selector.items()):
+        return False
+    node_affinity = (pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        return True
+    return any(ref_node_term(name, labels, t) for t in required.get("nodeSelectorTerms") or [])
 
 
 class Ref:
     """Per-node filters, node by node (no vectorisation), in kube-scheduler's plugin
-    order; the pod's fields and the matchers are the production ones (see above)."""
+    order; which matchers are its own and which the production ones: see above."""
 
     def __init__(
         self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], pod: dict[str, Any]
     ) -> None:
         self.nodes = nodes
+        self.raw_pod = pod
         self.pod = PodView.from_dict(pod)
         self.existing = [
             (PodView.from_dict(p), p["spec"]["nodeName"])
@@ -258,18 +331,10 @@ class Ref:
         return [p for p, n in self.existing if n == name]
 
     def node_affinity_match(self, node: Mapping[str, Any]) -> bool:
-        labels = self.labels(node)
-        if any(labels.get(k) != v for k, v in self.pod.node_selector.items()):
-            return False
-        req = self.pod.required_node_affinity
-        return req is None or req.matches(node["metadata"]["name"], labels)
+        return ref_node_selection(self.raw_pod, node)
 
-    def untolerated(self, node: Mapping[str, Any], effects: set[str]) -> Taint | None:
-        for t in node["spec"].get("taints", []):
-            taint = Taint(t["key"], t.get("value", ""), t["effect"])
-            if taint.effect in effects and not tolerates(self.pod.tolerations, taint):
-                return taint
-        return None
+    def untolerated(self, node: Mapping[str, Any], effects: set[str]) -> bool:
+        return ref_untolerated(self.raw_pod, node["spec"].get("taints", []), effects)
 
     def reasons(
         self, node: Mapping[str, Any], only: set[str] | None = None
@@ -283,13 +348,14 @@ class Ref:
         if (
             on("NodeUnschedulable")
             and node["spec"].get("unschedulable")
-            and not tolerates(
-                pod.tolerations, Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+            and ref_untolerated(
+                self.raw_pod,
+                [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
+                {"NoSchedule"},
             )
         ):
             return ("node(s) were unschedulable",)
-        t = self.untolerated(node, {"NoSchedule", "NoExecute"})
-        if on("TaintToleration") and t is not None:
+        if on("TaintToleration") and self.untolerated(node, {"NoSchedule", "NoExecute"}):
             return ("node(s) had untolerated taint(s)",)
         if on("NodeAffinity") and not self.node_affinity_match(node):
             return ("node(s) didn't match Pod's node affinity/selector",)
@@ -550,4 +616,6 @@ def test_explain_and_schedule_agree(sc: Any) -> None:
 
 
 def test_reference_helpers_parse_gt_values() -> None:
-    assert parse_int64("5") == 5 and parse_int64("x") is None
+    assert _int64("5") == 5 and _int64("x") is None
+    assert ref_requirement({"gen": "5"}, {"key": "gen", "operator": "Gt", "values": ["2"]})
+    assert not ref_requirement({"gen": "x"}, {"key": "gen", "operator": "Lt", "values": ["4"]})
