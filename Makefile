@@ -62,14 +62,15 @@ compare: $(STAMP) control-plane
 	@echo "report: build/compare/report.md"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check webhook certs experiments tests benchmarks
-	$(VENV)/bin/ruff format --check webhook certs experiments tests benchmarks
+	$(VENV)/bin/ruff check webhook certs experiments tests benchmarks tools
+	$(VENV)/bin/ruff format --check webhook certs experiments tests benchmarks tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) tools/check_structure.py  # no import cycle, no module over 600 lines
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format webhook certs experiments tests benchmarks
-	$(VENV)/bin/ruff check --fix webhook certs experiments tests benchmarks
+	$(VENV)/bin/ruff format webhook certs experiments tests benchmarks tools
+	$(VENV)/bin/ruff check --fix webhook certs experiments tests benchmarks tools
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache .devcluster

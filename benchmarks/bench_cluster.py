@@ -46,8 +46,9 @@ from bench_policy import make_node, make_pod, make_workloads
 from webhook.cluster.informer import Informer
 from webhook.cluster.view import ClusterView
 from webhook.policy.model import PodView
-from webhook.policy.profile import default_policy
-from webhook.policy.workloads import WorkloadSelectors
+from webhook.policy.policy_file import default_policy
+from webhook.policy.workload_index import WorkloadSelectors
+from webhook.policy.workloads import WorkloadView
 
 PAGE = 500
 WORKLOADS = (
@@ -176,7 +177,7 @@ def selector_store_bytes(source: RecordedSource) -> int:
     before = tracemalloc.get_traced_memory()[0]
     for kind, page in pages:
         for obj in page["items"]:
-            store.upsert(kind, obj)
+            store.upsert(WorkloadView.from_dict(kind, obj))
     del pages
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - before

@@ -30,9 +30,10 @@ from webhook.cluster.view import ClusterView
 from webhook.extender.app import create_app
 from webhook.extender.service import Extender
 from webhook.extender.verdicts import filter_nodes, prioritize_nodes
+from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import num_feasible_nodes_to_find
-from webhook.policy.model import ClusterSnapshot, PodView
-from webhook.policy.profile import default_policy
+from webhook.policy.model import PodView
+from webhook.policy.policy_file import default_policy
 
 
 def node(i: int) -> dict[str, Any]:
@@ -86,7 +87,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 def bench(size: int, rounds: int) -> dict[str, Any]:
     nodes = [node(i) for i in range(size)]
     pods = [pod(f"p{i}", nodes[i % size]["metadata"]["name"]) for i in range(size * 10)]
-    snapshot = ClusterSnapshot.from_objects(nodes, pods)
+    snapshot = build_snapshot(nodes, pods)
     policy = default_policy()
     profile = policy.default_profile
     view = ClusterView(snapshot, synced=True)

@@ -33,9 +33,9 @@ from bench_policy import make_node, make_pod  # noqa: E402
 from webhook.admission.placement import Placer, PlacerSettings  # noqa: E402
 from webhook.admission.review import parse_review  # noqa: E402
 from webhook.cluster.view import ClusterView  # noqa: E402
+from webhook.policy.dump import build_snapshot  # noqa: E402
 from webhook.policy.limits import PodLimits  # noqa: E402
-from webhook.policy.model import ClusterSnapshot  # noqa: E402
-from webhook.policy.profile import default_policy  # noqa: E402
+from webhook.policy.policy_file import default_policy  # noqa: E402
 
 NAMESPACE = {"kind": "Namespace", "metadata": {"name": "bench", "labels": {
     "placement-webhook.io/enabled": "true"}}}  # fmt: skip
@@ -116,7 +116,7 @@ def main() -> int:
     names = [n["metadata"]["name"] for n in nodes]
     pods = [make_pod(f"p-{i}", f"app-{i // 100}", rng.choice(names), rng)
             for i in range(args.nodes * 30)]  # fmt: skip
-    view = ClusterView(ClusterSnapshot.from_objects(nodes, pods, [NAMESPACE]), synced=True)
+    view = ClusterView(build_snapshot(nodes, pods, [NAMESPACE]), synced=True)
     view.replace("Namespace", [[NAMESPACE]])
     policy = default_policy()
     limited = Placer(view, policy, PlacerSettings())

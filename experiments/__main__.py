@@ -34,7 +34,7 @@ from experiments.outage import run_outage_arm
 from experiments.runner import run_arm
 from experiments.scenario import Scenario, ScenarioError, load_scenario
 from webhook.devcluster import DevClusterError, locate_binaries
-from webhook.policy.profile import load_policy
+from webhook.policy.policy_file import load_policy
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 

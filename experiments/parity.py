@@ -31,8 +31,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import schedule
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import Profile
 
 REFERENCE = "B"
@@ -60,7 +61,7 @@ def replay(
 
     `keep[i]` names the nodes whose scores and reasons are kept for pod i.
     """
-    snapshot = ClusterSnapshot.from_objects(nodes, [])
+    snapshot = build_snapshot(nodes, [])
     steps = []
     for i, (manifest, node) in enumerate(zip(pods, chosen, strict=True)):
         view = PodView.from_dict(_without_uid(manifest))
@@ -76,7 +77,7 @@ def replay(
             )
         )
         if node:
-            snapshot.upsert_pod(_bound(manifest, node, i))
+            snapshot.upsert_pod(PodView.from_dict(_bound(manifest, node, i)))
     return steps
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from webhook.policy.profile import PolicyError, load_policy
+from webhook.policy.policy_file import PolicyError, load_policy
 from webhook.policy.quantity import quantity_milli, quantity_value
 
 ZONE = "topology.kubernetes.io/zone"

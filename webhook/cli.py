@@ -11,11 +11,13 @@ import logging
 import os
 import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from webhook.policy.marks import DEFAULT_NAMESPACE
 
 if TYPE_CHECKING:
     from webhook.devcluster.kubelets import KubeletSpec
-from pathlib import Path
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -23,7 +25,7 @@ def _env(name: str, default: str | None = None) -> str | None:
 
 
 def _load_policy(path: str | None):  # type: ignore[no-untyped-def]
-    from webhook.policy.profile import PolicyError, default_policy, load_policy
+    from webhook.policy.policy_file import PolicyError, default_policy, load_policy
 
     if not path:
         return default_policy()
@@ -308,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--snapshot", default=_env("snapshot"), help="kubectl get -o json dump")
     serve.add_argument(
         "--namespace",
-        default=_env("namespace", "placement-webhook"),
+        default=_env("namespace", DEFAULT_NAMESPACE),
         help="the webhook's own namespace (never placed)",
     )
     serve.add_argument(
@@ -370,14 +372,11 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile_arguments(reconcile, _env)
     reconcile.set_defaults(func=_reconcile)
 
-    try:
-        from webhook import explain
-    except ImportError:  # pragma: no cover - explain is being written (issue 3)
-        explain = None  # type: ignore[assignment]
-    if explain is not None:
-        explain_cmd = sub.add_parser("explain", help="where would this pod go, and why (offline)")
-        explain.add_arguments(explain_cmd)
-        explain_cmd.set_defaults(func=explain.run)
+    from webhook import explain
+
+    explain_cmd = sub.add_parser("explain", help="where would this pod go, and why (offline)")
+    explain.add_arguments(explain_cmd)
+    explain_cmd.set_defaults(func=explain.run)
 
     ext = sub.add_parser(
         "extender", help="serve the policy as a kube-scheduler extender (filter, prioritize, bind)"

@@ -28,9 +28,13 @@ from typing import Any
 
 import yaml
 
+from webhook import bodies
+from webhook.bodies import ObjectRef
+from webhook.policy.dump import snapshot_from_list
 from webhook.policy.framework import Decision, schedule
-from webhook.policy.model import ClusterSnapshot, PodView
-from webhook.policy.profile import Policy, PolicyError, default_policy, load_policy
+from webhook.policy.model import PodView
+from webhook.policy.policy_file import Policy, PolicyError, default_policy, load_policy
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code
 
 __all__ = [
@@ -134,11 +138,11 @@ def load_snapshot(path: str) -> Cluster:
             f"snapshot {path}: expected a v1 List with items (kubectl get ... -o json)"
         )
     try:
-        snapshot = ClusterSnapshot.from_list(doc)
+        snapshot = snapshot_from_list(doc)
     except (ValueError, TypeError, AttributeError) as exc:
         raise InputError(f"snapshot {path}: {exc}") from None
     classes = {
-        str((item.get("metadata") or {}).get("name")): item
+        ObjectRef.of(item).name: item
         for item in doc["items"]
         if isinstance(item, Mapping) and item.get("kind") == "RuntimeClass"
     }
@@ -171,7 +175,7 @@ def admit_runtime_class(
     from the API): it is left as it is. Raises InputError where admission
     would reject the pod.
     """
-    spec = pod.get("spec") or {}
+    spec = bodies.spec(pod)
     name = spec.get("runtimeClassName")
     if not name or spec.get("overhead"):
         return pod, []
@@ -285,7 +289,8 @@ def to_table(
     plugins = [p for p in decision.weights if any(p in s for s in scores.values())]
     header = ["", "NODE", "FILTER", *[_abbrev(p) for p in plugins], "TOTAL"]
     feasible = sorted(scores, key=lambda n: (-scores[n]["total"], n))
-    rejected = sorted(decision.node_reasons)
+    node_reasons = decision.node_reasons
+    rejected = sorted(node_reasons)
     evaluated = set(feasible) | set(rejected)
     not_evaluated = [n for n in snapshot.node_names() if n not in evaluated]
     big = len(snapshot) > FULL_TABLE_MAX_NODES and not all_nodes
@@ -298,7 +303,7 @@ def to_table(
         rows.append([mark, n, "ok", *[str(s.get(p, "-")) for p in plugins], str(s["total"])])
     if not big:
         for n in rejected:
-            reasons = "; ".join(decision.node_reasons[n])
+            reasons = "; ".join(node_reasons[n])
             rows.append(["", n, reasons, *["" for _ in plugins], ""])
         for n in not_evaluated:
             rows.append(["", n, "(not evaluated)", *["" for _ in plugins], ""])

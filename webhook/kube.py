@@ -62,8 +62,9 @@ class Requester(Protocol):
 class Kube:
     """A small raw-JSON client on top of the official client's auth and pool.
 
-    `qps`/`burst` are recorded into the client configuration only as hints for
-    readers; rate limiting, where needed, is done by the caller.
+    It does no client-side rate limiting (client-go's qps/burst have no
+    counterpart here): a caller that must not flood the API server limits
+    itself (the extender's bind has a token bucket, webhook.extender.ratelimit).
     """
 
     def __init__(self, kubeconfig: str | os.PathLike[str] | None = None, *, pool_size: int = 8):

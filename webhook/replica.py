@@ -21,7 +21,7 @@ from webhook.admission.forward import Forwarder, PeerSettings
 from webhook.admission.placement import Placer, PlacerSettings
 from webhook.admission.server import ServeSettings, scheduled_announcer, start_endpoints
 from webhook.kube import Kube
-from webhook.policy.profile import Policy
+from webhook.policy.policy_file import Policy
 from webhook.reconciler.core import DecisionCore
 from webhook.reconciler.settings import ReconcileSettings
 from webhook.serving.memory import freeze_periodically

@@ -10,6 +10,7 @@ import pytest
 from tests.e2e.conftest import Nodes, wait_for
 from webhook.admission.patch import SELECTED_NODE, SKIPPED, UNSCHEDULABLE
 from webhook.devcluster.objects import pod_manifest
+from webhook.devcluster.webhook import DEPLOYED_REPLICAS
 from webhook.kube import Kube
 
 pytestmark = pytest.mark.e2e
@@ -90,6 +91,9 @@ def test_unschedulable_pod_is_handed_to_the_reconciler(
 def test_two_hundred_concurrent_creates_never_overcommit_a_node(
     kube: Kube, nodes: Nodes, namespace: str
 ) -> None:
+    """As deployed: the replicas the deploy ships, behind one Service address."""
+    assert nodes.hook is not None
+    assert len(nodes.hook.replicas) == DEPLOYED_REPLICAS
     names = [nodes.add(cpu="20", memory="64Gi") for _ in range(10)]  # room for exactly 200
 
     def admit(i: int) -> str | None:
@@ -108,6 +112,7 @@ def test_two_hundred_concurrent_creates_never_overcommit_a_node(
     assert (
         Counter(p["spec"].get("nodeName") for p in stored if p["spec"].get("nodeName")) == per_node
     )
+    assert all(r.process.poll() is None for r in nodes.hook.replicas), "a replica died"
 
 
 def test_scheduled_event_is_written_for_a_placed_pod(

@@ -15,9 +15,10 @@ from tests.e2e.conftest import wait_for
 from webhook.devcluster import DevCluster
 from webhook.devcluster.objects import create_node, ensure_namespace, node_manifest, pod_manifest
 from webhook.kube import Kube
+from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import schedule
-from webhook.policy.model import ClusterSnapshot, PodView
-from webhook.policy.profile import default_policy
+from webhook.policy.model import PodView
+from webhook.policy.policy_file import default_policy
 
 pytestmark = pytest.mark.e2e
 
@@ -59,7 +60,7 @@ def scheduler_message(kube: Kube, name: str) -> str:
 def our_message(kube: Kube, pod: dict) -> str:
     nodes = kube.get("/api/v1/nodes")["items"]
     pods = kube.get("/api/v1/pods")["items"]
-    snapshot = ClusterSnapshot.from_objects(nodes, [p for p in pods if p["spec"].get("nodeName")])
+    snapshot = build_snapshot(nodes, [p for p in pods if p["spec"].get("nodeName")])
     profile = default_policy().profile_for("")
     assert profile is not None
     return schedule(PodView.from_dict(pod), snapshot, profile).message

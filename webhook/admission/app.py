@@ -28,6 +28,7 @@ from flask import Flask, Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from werkzeug.exceptions import HTTPException
 
+from webhook import bodies
 from webhook.admission.forward import CALLER_TIMEOUT_HEADER, FORWARDED_HEADER, Forwarder
 from webhook.admission.metrics import AdmissionMetrics
 from webhook.admission.placement import DEFAULT_TIMEOUT_SECONDS, Outcome, Placer
@@ -233,8 +234,7 @@ def _log_decision(
     """One line per decision; any JSON in the pod's metadata gives a readable name."""
     if outcome.category == "not-pod-create":
         return
-    meta = review.obj.get("metadata") if isinstance(review.obj, dict) else None
-    meta = meta if isinstance(meta, dict) else {}
+    meta = bodies.meta(review.obj or {})
     name, prefix = meta.get("name"), meta.get("generateName")
     if isinstance(name, str) and name:
         shown = name[:253]

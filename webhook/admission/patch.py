@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from webhook import bodies
 from webhook.admission.review import PatchOperation
 from webhook.policy.framework import Decision
 from webhook.policy.marks import (
@@ -31,10 +32,8 @@ from webhook.policy.marks import (
     strip_affinity,
     without_placement,
 )
-from webhook.policy.marks import HANDED_OFF as DEFERRED
 
 __all__ = [
-    "DEFERRED",
     "FILTER_RESULT",
     "FINALSCORE_RESULT",
     "RESERVATION",
@@ -93,7 +92,7 @@ def annotation_ops(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> li
     """Ops that set `annotations`, creating metadata.annotations when absent."""
     if not annotations:
         return []
-    existing = (pod.get("metadata") or {}).get("annotations")
+    existing = bodies.meta(pod).get("annotations")
     if not isinstance(existing, dict):
         return [{"op": "add", "path": "/metadata/annotations", "value": dict(annotations)}]
     return [
@@ -114,8 +113,7 @@ def node_affinity_ops(pod: Mapping[str, Any], node: str) -> list[PatchOperation]
     satisfy every term it satisfied. With no terms, one term is created. A
     preferred pin is one more preferred term of weight 100.
     """
-    spec = pod.get("spec") or {}
-    affinity = copy.deepcopy(spec.get("affinity") or {})
+    affinity = copy.deepcopy(bodies.spec(pod).get("affinity") or {})
     node_affinity = affinity.setdefault("nodeAffinity", {})
     wanted = pin(node)
     if pin_is_required(pod):
@@ -137,8 +135,8 @@ def undo_placement_ops(pod: Mapping[str, Any]) -> list[PatchOperation]:
     if placed is None:
         return []
     node = placed[0]
-    spec = pod.get("spec") or {}
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    spec = bodies.spec(pod)
+    annotations = bodies.annotations_of(pod)
     ops: list[PatchOperation] = [
         {"op": "remove", "path": f"/metadata/annotations/{_escape(k)}"}
         for k in DECISION_ANNOTATIONS

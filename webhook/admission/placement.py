@@ -25,14 +25,27 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook import bodies
 from webhook.admission import patch as patches
 from webhook.admission.review import AdmissionRequest, PatchOperation
-from webhook.admission.rules import SCHEDULER_NAME, why_not_handled
+from webhook.admission.rules import why_not_handled
+from webhook.bodies import ObjectRef
 from webhook.cluster.view import ClusterView, Placement
 from webhook.policy.framework import Decision
 from webhook.policy.limits import PodLimits, why_not_evaluable
+from webhook.policy.marks import (
+    HANDED_OFF,
+    RESERVATION,
+    SCHEDULER_NAME,
+    SKIPPED,
+    UNSCHEDULABLE,
+    placed_by_us,
+    without_placement,
+)
 from webhook.policy.model import PodView
-from webhook.policy.profile import Policy, Profile
+from webhook.policy.placement_policy import Mode
+from webhook.policy.policy_file import Policy
+from webhook.policy.profile import Profile
 from webhook.policy.status import Code
 from webhook.policy.validation import invalid_reason
 
@@ -122,7 +135,7 @@ class Placer:
             category = "malformed" if unfit.startswith("malformed") else "too-large"
             return Outcome("skipped", unfit, category)
         namespace = _namespace(request)
-        if patches.placed_by_us(pod) is not None:
+        if placed_by_us(pod) is not None:
             return None  # a reinvocation: re-checked by decide()
         labels = None
         if not self.settings.namespace_selector_is_authority:
@@ -154,12 +167,12 @@ class Placer:
         pod, namespace = request.obj, _namespace(request)
         if not self.ready():
             return self.hand_off(request, "the cluster view is not synced")
-        scheduler = (pod.get("spec") or {}).get("schedulerName") or ""
+        scheduler = bodies.scheduler_name(pod)
         profile = self.policy.profile_for(scheduler)
         if profile is None:
             return Outcome("skipped", f"no profile for scheduler {scheduler!r}", "no-profile")
-        placed = patches.placed_by_us(pod)
-        unplaced = patches.without_placement(pod) if placed is not None else pod
+        placed = placed_by_us(pod)
+        unplaced = without_placement(pod) if placed is not None else pod
         try:
             view = PodView.from_dict(_with_namespace(unplaced, namespace))
         except (ValueError, TypeError, AttributeError) as err:  # what the API server refuses
@@ -176,21 +189,25 @@ class Placer:
         """Admit a pod of ours unplaced, for the fallback binder (or the default scheduler)."""
         assert request.obj is not None
         pod = request.obj
-        if patches.placed_by_us(pod) is not None:
+        if placed_by_us(pod) is not None:
             # A reinvocation we cannot re-check: the placement stays as the
             # first call made it; the conflict detector watches the result.
             return Outcome("kept", f"not re-checked: {why}", "not-rechecked")
-        scheduler = (pod.get("spec") or {}).get("schedulerName") or ""
-        ops: list[PatchOperation] = []
-        if self.settings.handoff_unschedulable and scheduler != SCHEDULER_NAME:
-            ops = patches.scheduler_name_ops(SCHEDULER_NAME)
+        ops = self._to_binder(bodies.scheduler_name(pod))
+        if ops:
             reason = f"not placed at admission ({why}); handed to the fallback binder"
         else:
             reason = f"not placed at admission ({why})"
-        ops = patches.annotation_ops(pod, {patches.DEFERRED: why[:512]}) + ops
+        ops = patches.annotation_ops(pod, {HANDED_OFF: why[:512]}) + ops
         return Outcome("handed-off", reason, "handed-off", patch=ops)
 
     # ---- internals -----------------------------------------------------
+    def _to_binder(self, scheduler: str) -> list[PatchOperation]:
+        """The patch that hands a pod of ours to the fallback binder ([] when it stays put)."""
+        if self.settings.handoff_unschedulable and scheduler != SCHEDULER_NAME:
+            return patches.scheduler_name_ops(SCHEDULER_NAME)
+        return []
+
     def _hold_for(self, request: AdmissionRequest) -> float:
         """How long a reservation waits for its pod: the caller's timeout plus a grace."""
         timeout = request.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
@@ -219,8 +236,8 @@ class Placer:
             return Outcome(
                 "kept", f"still fits {node}", node=node, decision=decision, reservation=key
             )
-        scheduler = (pod.get("spec") or {}).get("schedulerName") or ""
-        unplaced = patches.without_placement(pod)
+        scheduler = bodies.scheduler_name(pod)
+        unplaced = without_placement(pod)
         undo = patches.undo_placement_ops(pod)
         outcome = self._answer(pod, unplaced, scheduler, placement, request.dry_run)
         if outcome.result == "placed":
@@ -251,7 +268,7 @@ class Placer:
             return self._deferred(pod, scheduler, why, decision)
         notes = patches.decision_annotations(decision)
         if decision.code is Code.Skip:
-            skipped = {patches.SKIPPED: decision.message[:512]}
+            skipped = {SKIPPED: decision.message[:512]}
             return Outcome(
                 "skipped",
                 decision.message,
@@ -262,15 +279,13 @@ class Placer:
         if decision.code is Code.Error:
             return Outcome("error", decision.message, "policy-error", decision=decision)
         if decision.node is None:
-            notes[patches.UNSCHEDULABLE] = decision.message[:1024]
-            ops = patches.annotation_ops(pod, notes)
-            if self.settings.handoff_unschedulable and scheduler != SCHEDULER_NAME:
-                ops += patches.scheduler_name_ops(SCHEDULER_NAME)
+            notes[UNSCHEDULABLE] = decision.message[:1024]
+            ops = patches.annotation_ops(pod, notes) + self._to_binder(scheduler)
             return Outcome("unschedulable", decision.message, patch=ops, decision=decision)
         if placement.key is not None:
-            notes[patches.RESERVATION] = placement.key
+            notes[RESERVATION] = placement.key
         ops = patches.annotation_ops(pod, notes)
-        if self.policy.placement.mode == "nodeAffinity":
+        if self.policy.placement.mode is Mode.NODE_AFFINITY:
             ops += patches.node_affinity_ops(unplaced, decision.node)
         else:
             ops += patches.node_name_ops(decision.node)
@@ -286,22 +301,19 @@ class Placer:
     def _deferred(
         self, pod: Mapping[str, Any], scheduler: str, why: str, decision: Decision
     ) -> Outcome:
-        ops = patches.annotation_ops(pod, {patches.DEFERRED: why})
-        if self.settings.handoff_unschedulable and scheduler != SCHEDULER_NAME:
-            ops += patches.scheduler_name_ops(SCHEDULER_NAME)
+        ops = patches.annotation_ops(pod, {HANDED_OFF: why}) + self._to_binder(scheduler)
         reason = f"not placed at admission ({why}); handed to the fallback binder"
         return Outcome("handed-off", reason, "held-back", patch=ops, decision=decision)
 
 
 def _namespace(request: AdmissionRequest) -> str:
-    meta = (request.obj or {}).get("metadata") or {}
-    value = request.namespace or (meta.get("namespace") if isinstance(meta, dict) else "") or ""
-    return str(value)
+    """The request's namespace, else the object's (a review may carry either)."""
+    return request.namespace or ObjectRef.of(request.obj or {}).namespace
 
 
 def _with_namespace(pod: Mapping[str, Any], namespace: str) -> Mapping[str, Any]:
     """Admission objects may lack metadata.namespace; the request carries it."""
-    meta = pod.get("metadata") or {}
+    meta = bodies.meta(pod)
     if meta.get("namespace") == namespace:
         return pod
     return {**pod, "metadata": {**meta, "namespace": namespace}}

@@ -21,12 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.admission.rules import ENABLED_LABEL, PROTECTED_NAMESPACES
+from webhook.policy.marks import DEFAULT_NAMESPACE, RESERVATION
 
 WEBHOOK_NAME = "pods.placement-webhook.io"
 #: Unbound pods, and pods bound by our own earlier call (a reinvocation).
 NOT_BOUND_BY_OTHERS = (
     "!has(object.spec.nodeName) || (has(object.metadata.annotations) && "
-    "'placement-webhook.io/reservation' in object.metadata.annotations)"
+    f"'{RESERVATION}' in object.metadata.annotations)"
 )
 CONFIGURATION_NAME = "placement-webhook"
 
@@ -34,7 +35,7 @@ CONFIGURATION_NAME = "placement-webhook"
 def webhook_configuration(
     *,
     ca_bundle: str,
-    own_namespace: str = "placement-webhook",
+    own_namespace: str = DEFAULT_NAMESPACE,
     url: str | None = None,
     service: tuple[str, str, int] | None = None,
     timeout_seconds: int = 2,

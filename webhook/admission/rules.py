@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from webhook import bodies
 from webhook.policy import marks
+from webhook.policy.marks import SCHEDULER_NAME as SCHEDULER_NAME  # webhook.demo imports it here
+from webhook.policy.placement_policy import Mode
 
-SCHEDULER_NAME = marks.SCHEDULER_NAME
-HANDLED_SCHEDULERS = frozenset({"", "default-scheduler", SCHEDULER_NAME})
-SKIP_LABEL = "placement-webhook.io/skip"
-ENABLED_LABEL = "placement-webhook.io/enabled"
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+SKIP_LABEL = f"{marks.DOMAIN}/skip"
+ENABLED_LABEL = f"{marks.DOMAIN}/enabled"
+MIRROR_ANNOTATION = marks.MIRROR_ANNOTATION
 PROTECTED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 
 
@@ -25,7 +26,7 @@ def why_not_handled(
     namespace: str,
     *,
     own_namespace: str,
-    mode: str,
+    mode: Mode,
     namespace_labels: Mapping[str, str] | None,
     excluded_namespaces: Collection[str] = PROTECTED_NAMESPACES,
 ) -> tuple[str, str] | None:
@@ -35,10 +36,7 @@ def why_not_handled(
     `namespace_labels` None: the opt-in label is not checked here (the API
     server's namespaceSelector is the authority; see PlacerSettings).
     """
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
+    spec = bodies.spec(pod)
     if namespace in excluded_namespaces or namespace == own_namespace:
         return "excluded-namespace", f"namespace {namespace} is excluded"
     if namespace_labels is not None and namespace_labels.get(ENABLED_LABEL) != "true":
@@ -48,18 +46,16 @@ def why_not_handled(
         )
     if spec.get("nodeName"):
         return "has-node-name", "pod already has spec.nodeName"
-    if MIRROR_ANNOTATION in annotations:
+    if MIRROR_ANNOTATION in bodies.annotations_of(pod):
         return "mirror-pod", "mirror (static) pod"
-    if any(
-        ref.get("kind") == "DaemonSet" and ref.get("controller")
-        for ref in meta.get("ownerReferences") or []
-    ):
+    owners = bodies.meta(pod).get("ownerReferences") or []
+    if any(ref.get("kind") == "DaemonSet" and ref.get("controller") for ref in owners):
         return "daemonset-pod", "DaemonSet pod (placed by the DaemonSet controller)"
-    if labels.get(SKIP_LABEL) == "true":
+    if bodies.labels_of(pod).get(SKIP_LABEL) == "true":
         return "opted-out", f"pod labelled {SKIP_LABEL}=true"
     scheduler = spec.get("schedulerName") or ""
-    if scheduler not in HANDLED_SCHEDULERS:
+    if scheduler not in marks.HANDLED_SCHEDULERS:
         return "other-scheduler", f"pod is for scheduler {scheduler!r}"
-    if mode == "nodeName" and spec.get("schedulingGates"):
+    if mode is Mode.NODE_NAME and spec.get("schedulingGates"):
         return "scheduling-gates", "pod has scheduling gates (nodeName would bypass them)"
     return None

@@ -25,12 +25,14 @@ from gunicorn.app.base import BaseApplication
 from webhook.admission.app import create_app
 from webhook.admission.placement import Placer, PlacerSettings
 from webhook.admission.review import MAX_BODY_BYTES
+from webhook.bodies import ObjectRef
 from webhook.cluster.ledger import ADMISSION
 from webhook.cluster.source import ClusterSource
 from webhook.cluster.view import Reservation
 from webhook.events import EventRecorder, EventSink, scheduled
 from webhook.kube import Requester
-from webhook.policy.profile import Policy
+from webhook.policy.placement_policy import Mode
+from webhook.policy.policy_file import Policy
 from webhook.serving.endpoints import EndpointServer, MetricsSettings, metrics_server
 from webhook.serving.framing import FramingLimits
 from webhook.serving.memory import freeze_periodically
@@ -90,25 +92,22 @@ def build_snapshot_app(
 
 
 def scheduled_announcer(
-    events: EventSink, mode: str
+    events: EventSink, mode: Mode
 ) -> Callable[[Mapping[str, Any], Reservation], None] | None:
     """A `Scheduled` event for each pod we placed by `spec.nodeName`, once the watch has it.
 
     In nodeAffinity mode the scheduler that binds the pod writes its own; the
     fallback binder writes its own too.
     """
-    if mode != "nodeName":
+    if mode is not Mode.NODE_NAME:
         return None
     recorder = EventRecorder(events, instance=f"placement-webhook-{socket.gethostname()}")
 
     def announce(pod: Mapping[str, Any], reservation: Reservation) -> None:
         if reservation.origin != ADMISSION:
             return
-        meta = pod.get("metadata") or {}
-        recorder.record(
-            scheduled(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""),
-                      reservation.node)
-        )  # fmt: skip
+        ref = ObjectRef.of(pod)
+        recorder.record(scheduled(ref.namespace, ref.name, ref.uid, reservation.node))
 
     return announce
 

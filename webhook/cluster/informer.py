@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from webhook import bodies
+
 log = logging.getLogger(__name__)
 
 
@@ -86,10 +88,10 @@ class Informer:
         while True:
             page = self.source.get(self.path, limit=self.page_size, **{"continue": token})
             yield page.get("items") or []
-            meta = page.get("metadata") or {}
+            meta = bodies.list_meta(page)
             token = meta.get("continue")
             if not token:
-                versions.append(str(meta.get("resourceVersion", "")))
+                versions.append(str(meta.get("resourceVersion") or ""))
                 return
 
     def relist(self) -> None:
@@ -114,7 +116,7 @@ class Informer:
                     self.relist()
                     return
                 raise RuntimeError(f"{self.kind} watch error: {obj.get('message')}")
-            version = (obj.get("metadata") or {}).get("resourceVersion")
+            version = bodies.resource_version(obj)
             if kind != "BOOKMARK":
                 self.store.apply(self.kind, str(kind), obj)
             else:

@@ -37,7 +37,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
+from webhook.policy.snapshot import ClusterSnapshot
 
 __all__ = ["ADMISSION", "BINDER", "EXTENDER", "Ledger", "Reservation"]
 

@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -16,7 +17,7 @@ import yaml
 
 from webhook.cluster.informer import Informer, WatchSource
 from webhook.cluster.view import ClusterView
-from webhook.policy.model import ClusterSnapshot
+from webhook.policy.dump import snapshot_from_list
 
 # Every collection the view is built from (cluster.view.KINDS), for the webhook and the reconciler.
 WATCHED = (
@@ -39,10 +40,16 @@ class ClusterSource(Protocol):
 class LiveSource:
     """Informers for every WATCHED collection feeding one ClusterView."""
 
-    def __init__(self, client: WatchSource, *, max_age_seconds: float = 120.0):
+    def __init__(
+        self,
+        client: WatchSource,
+        *,
+        max_age_seconds: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.client = client
         self.max_age_seconds = max_age_seconds
-        self.view = ClusterView()
+        self.view = ClusterView(clock=clock)
         self.informers = [Informer(client, self.view, kind, path) for kind, path in WATCHED]
         self._expirer: threading.Thread | None = None
         self._stop = threading.Event()
@@ -64,8 +71,7 @@ class LiveSource:
             informer.stop()
 
     def ready(self) -> bool:
-        state = self.view.sync_state()
-        return state.synced and state.age_seconds <= self.max_age_seconds
+        return self.view.is_ready(self.max_age_seconds)
 
 
 class SnapshotSource:
@@ -73,9 +79,7 @@ class SnapshotSource:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.view = ClusterView(
-            ClusterSnapshot.from_list({"items": load_list(self.path)}), synced=True
-        )
+        self.view = ClusterView(snapshot_from_list({"items": load_list(self.path)}), synced=True)
 
     def start(self) -> ClusterView:
         return self.view

@@ -18,12 +18,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from webhook import bodies
+from webhook.bodies import ObjectRef
 from webhook.cluster.ledger import ADMISSION, Ledger, Reservation
 from webhook.policy.framework import Decision, schedule
-from webhook.policy.model import RESERVATION_ANNOTATION, ClusterSnapshot, PodView
+from webhook.policy.marks import RESERVATION
+from webhook.policy.model import NamespaceView, NodeView, PodView
 from webhook.policy.profile import Profile
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code
-from webhook.policy.workloads import WORKLOAD_KINDS, object_key
+from webhook.policy.workloads import WORKLOAD_KINDS, WorkloadView, object_key
 
 T = TypeVar("T")
 # What the view is fed; the Services and controllers give default spreading its selectors.
@@ -73,7 +77,7 @@ class ClusterView:
         max_unconfirmed_share: float = 0.5,
     ):
         self._lock = threading.Lock()
-        self._snapshot = snapshot or ClusterSnapshot.from_objects([], [])
+        self._snapshot = snapshot or ClusterSnapshot()
         self._clock = clock
         self._ledger = Ledger(
             self._snapshot, clock=clock, max_unconfirmed_share=max_unconfirmed_share
@@ -89,25 +93,27 @@ class ClusterView:
     # ---- feeding (informers) -------------------------------------------
     @staticmethod
     def _key(kind: str, obj: Mapping[str, Any]) -> str:
-        meta = obj.get("metadata") or {}
+        """How the view knows an object: a pod by uid, a workload by namespace/name, the
+        others by name."""
         if kind in WORKLOAD_KINDS:
             return object_key(obj)
-        return str(meta.get("uid") or meta.get("name")) if kind == "Pod" else str(meta.get("name"))
+        ref = ObjectRef.of(obj)
+        return (ref.uid or ref.name) if kind == "Pod" else ref.name
 
     def _upsert(self, kind: str, obj: Mapping[str, Any]) -> Reservation | None:
         """Store an object; for a pod one of our reservations made, return that reservation."""
         fulfilled = None
         if kind == "Node":
-            self._snapshot.upsert_node(obj)
+            self._snapshot.upsert_node(NodeView.from_dict(obj))
         elif kind == "Pod":
             pod = PodView.from_dict(obj)
             if pod.reservation and (pod.counted_node or pod.is_terminal or pod.is_terminating):
                 fulfilled = self._ledger.fulfil(pod.reservation)
             self._snapshot.upsert_pod(pod)
         elif kind in WORKLOAD_KINDS:
-            self._snapshot.workloads.upsert(kind, obj)
+            self._snapshot.workloads.upsert(WorkloadView.from_dict(kind, obj))
         else:
-            self._snapshot.upsert_namespace(obj)
+            self._snapshot.upsert_namespace(NamespaceView.from_dict(obj))
         self._known[kind].add(self._key(kind, obj))
         return fulfilled
 
@@ -158,9 +164,9 @@ class ClusterView:
             else:
                 fulfilled = self._upsert(kind, obj)
             self._last_seen[kind] = self._clock()
-            version = (obj.get("metadata") or {}).get("resourceVersion")
+            version = bodies.resource_version(obj)
             if version:
-                self._resource_version[kind] = str(version)
+                self._resource_version[kind] = version
         if fulfilled is not None:
             self._announce([(obj, fulfilled)])
 
@@ -189,6 +195,12 @@ class ClusterView:
             synced = all(self._listed[k] for k in kinds)
             age = max(now - self._last_seen[k] for k in kinds)
         return SyncState(synced=synced, age_seconds=age)
+
+    def is_ready(self, max_age_seconds: float) -> bool:
+        """Whether decisions against this view can be trusted: every collection
+        was listed, and every watch gave a sign of life within `max_age_seconds`."""
+        state = self.sync_state()
+        return state.synced and state.age_seconds <= max_age_seconds
 
     def resource_version(self, kind: str) -> str:
         """The newest resourceVersion the watch of `kind` delivered ("" before any)."""
@@ -355,6 +367,5 @@ class ClusterView:
 
 
 def _reservation_key(obj: Mapping[str, Any]) -> str | None:
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    key = annotations.get(RESERVATION_ANNOTATION)
+    key = bodies.annotations_of(obj).get(RESERVATION)
     return key if isinstance(key, str) and key else None

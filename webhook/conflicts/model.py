@@ -49,9 +49,9 @@ SELECTED_NODE_ANNOTATION: Final = marks.SELECTED_NODE
 BOUND_BY_ANNOTATION: Final = marks.BOUND_BY
 """Set on the Binding by the reconciler: `reconciler/<identity>`."""
 
-MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+MIRROR_ANNOTATION: Final = marks.MIRROR_ANNOTATION
 
-WEBHOOK: Final = "placement-webhook"
+WEBHOOK: Final = marks.SCHEDULER_NAME
 KUBE_SCHEDULER: Final = "kube-scheduler"
 OTHER_SCHEDULER: Final = "other-scheduler"
 DIRECT: Final = "direct-nodeName"

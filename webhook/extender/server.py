@@ -23,7 +23,7 @@ from webhook.extender.app import create_app
 from webhook.extender.ratelimit import TokenBucket
 from webhook.extender.service import BindingClient, Extender
 from webhook.extender.verdicts import Scoring
-from webhook.policy.profile import Policy
+from webhook.policy.policy_file import Policy
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from webhook import bodies
+from webhook.bodies import ObjectRef
 from webhook.cluster.ledger import EXTENDER
 from webhook.cluster.view import ClusterView
 from webhook.extender import wire
 from webhook.extender.ratelimit import TokenBucket
 from webhook.extender.verdicts import Scoring, filter_nodes, prioritize_nodes
-from webhook.policy.model import RESERVATION_ANNOTATION, ClusterSnapshot, PodView
-from webhook.policy.profile import Policy, Profile
+from webhook.policy.marks import RESERVATION
+from webhook.policy.model import PodView
+from webhook.policy.policy_file import Policy
+from webhook.policy.profile import Profile
+from webhook.policy.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -50,21 +55,6 @@ class BindingClient(Protocol):
     """What bind needs of a Kubernetes client (webhook.kube.Kube provides it)."""
 
     def create(self, path: str, body: Mapping[str, Any], **params: Any) -> dict[str, Any]: ...
-
-
-def binding_body(args: wire.BindingArgs, reservation: str | None = None) -> dict[str, Any]:
-    """A v1 Binding; metadata.uid makes the API server check the pod's identity."""
-    meta: dict[str, Any] = {"name": args.pod_name, "namespace": args.pod_namespace}
-    if args.pod_uid:
-        meta["uid"] = args.pod_uid
-    if reservation:
-        meta["annotations"] = {RESERVATION_ANNOTATION: reservation}
-    return {
-        "apiVersion": "v1",
-        "kind": "Binding",
-        "metadata": meta,
-        "target": {"apiVersion": "v1", "kind": "Node", "name": args.node},
-    }
 
 
 class Extender:
@@ -163,9 +153,11 @@ class Extender:
             ).key
         if self.limiter is not None:
             self.limiter.wait()
+        ref = ObjectRef(args.pod_namespace, args.pod_name, args.pod_uid)
+        notes = {RESERVATION: reservation} if reservation else None
         path = f"/api/v1/namespaces/{args.pod_namespace}/pods/{args.pod_name}/binding"
         try:
-            self.binder.create(path, binding_body(args, reservation))
+            self.binder.create(path, bodies.binding(ref, args.node, notes))
         except Exception as err:
             if reservation is not None:
                 self.view.release(reservation)

@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from webhook.policy.framework import tie_break
-from webhook.policy.interface import CycleState, FilterResult
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.framework import run_filters, run_pre_filters, tie_break
+from webhook.policy.interface import CycleState
+from webhook.policy.model import PodView
 from webhook.policy.profile import Profile
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code, Status
 
 MAX_PRIORITY = 10
@@ -83,9 +84,7 @@ def _state(pod: PodView, snapshot: ClusterSnapshot, slots: Sequence[int]) -> Cyc
     name yet); the pod uid plays that part here: different pods spread over
     tied nodes, and kube-scheduler's retries of one pod get the same answer.
     """
-    state = CycleState(pod=pod, snapshot=snapshot, slots=np.asarray(slots, dtype=np.int64))
-    state.memo["seed"] = pod.uid or pod.key
-    return state
+    return CycleState(pod, snapshot, np.asarray(slots, dtype=np.int64), seed=pod.uid or pod.key)
 
 
 def _record(status: Status, name: str, verdict: dict[str, dict[str, str]]) -> None:
@@ -101,40 +100,19 @@ def filter_nodes(
     known_names, slots = _known(snapshot, names)
     for name in set(names) - set(known_names):
         out["failed"][name] = UNKNOWN_NODE
-    state = _state(pod, snapshot, slots)
-    for plugin in profile.filters:
-        pre = getattr(plugin, "pre_filter", None)
-        result = pre(state) if pre is not None else None
-        if result is None:
-            continue
-        if result.status is not None:
-            for name in known_names:
-                _record(result.status, name, out)
-            return FilterVerdict((), out["failed"], out["unresolvable"])
-        if result.node_names is not None:
-            outside = Status(
-                Code.UnschedulableAndUnresolvable,
-                (f"node(s) didn't satisfy plugin(s) [{plugin.name}]",),
-                plugin.name,
-            )
-            kept = [(n, s) for n, s in zip(known_names, slots, strict=True)
-                    if n in result.node_names]  # fmt: skip
-            for name in known_names:
-                if name not in result.node_names:
-                    _record(outside, name, out)
-            known_names = [n for n, _ in kept]
-            slots = [s for _, s in kept]
-            state = _state(pod, snapshot, slots)  # fresh memo: cached masks are per slot list
-    first = np.full(len(slots), -1, dtype=np.int32)
-    statuses: list[Status] = []
-    for plugin in profile.filters:
-        result_f: FilterResult | None = plugin.filter(state)
-        if result_f is None:
-            continue
-        new = (first < 0) & (result_f.status_index >= 0)
-        if new.any():
-            first[new] = result_f.status_index[new] + len(statuses)
-        statuses.extend(result_f.statuses)
+    pre = run_pre_filters(pod, snapshot, profile, np.asarray(slots, dtype=np.int64))
+    if pre.rejection is not None:
+        for name in known_names:
+            _record(pre.rejection, name, out)
+        return FilterVerdict((), out["failed"], out["unresolvable"])
+    if pre.outside_status is not None:
+        kept = set(pre.slots.tolist())
+        for name, slot in zip(known_names, slots, strict=True):
+            if slot not in kept:
+                _record(pre.outside_status, name, out)
+        known_names = [n for n, s in zip(known_names, slots, strict=True) if s in kept]
+        slots = [s for s in slots if s in kept]
+    first, statuses = run_filters(_state(pod, snapshot, slots), profile)
     passed = []
     for name, index in zip(known_names, first.tolist(), strict=True):
         if index < 0:

@@ -24,6 +24,8 @@ from typing import Any, TypedDict
 
 import orjson
 
+from webhook import bodies
+
 MAX_EXTENDER_PRIORITY = 10
 """extenderv1.MaxExtenderPriority: kube-scheduler multiplies by weight * (100 / 10)."""
 MAX_BODY_BYTES = 64 * 1024 * 1024  # 5,000 full Node objects are ~15 MiB
@@ -98,8 +100,7 @@ def _object(body: bytes, what: str) -> Mapping[str, Any]:
 
 
 def _name_of(node: Any, index: int) -> str:
-    meta = node.get("metadata") if isinstance(node, dict) else None
-    name = meta.get("name") if isinstance(meta, dict) else None
+    name = bodies.meta(node).get("name") if isinstance(node, dict) else None
     if not isinstance(name, str) or not name:
         raise WireError(f"Nodes.items[{index}] has no metadata.name")
     return name

@@ -11,8 +11,10 @@ Steps, as in kube-scheduler's schedulePod / findNodesThatFitPod:
 4. percentageOfNodesToScore: the scan visits nodes in node-name order
    starting at a deterministic offset (hash of the pod) and stops once it has
    found numFeasibleNodesToFind feasible nodes (adaptive default: 50% minus
-   1% per 125 nodes, at least 5%, at least 100 nodes). Nodes after the stop
-   are not evaluated, exactly like kube-scheduler.
+   1% per 125 nodes, at least 5%, at least 100 nodes). The filters of step 3
+   have judged every node, but the verdicts of the nodes after the stop are
+   dropped: they are neither feasible nor counted among the rejections, so
+   the result is the one kube-scheduler's stopped scan gives.
 5. Scores: each score plugin scores the feasible nodes, normalises to
    0..100; total = sum(weight * normalised score).
 6. Tie-break (deterministic, no randomness; kube-scheduler picks uniformly at
@@ -26,6 +28,13 @@ The unschedulable message is kube-scheduler's FitError.Error():
 "0/N nodes are available: <count> <reason>, ...." with the histogram lines
 sorted as strings.
 
+A Decision is plain, immutable data: it keeps what it needs to answer for
+every node (slot numbers, an immutable slot-to-name table, status indexes,
+score arrays) and nothing that reads the live snapshot, so it stays true
+after the caller lets go of the snapshot's lock. The per-node mappings
+(`node_reasons`, `scores`) are built from that data when asked for: the
+admission path reads only the histogram and the best few nodes.
+
 Deliberate differences from kube-scheduler (see also the plugin modules):
 no nominated pods or preemption; when only one node is feasible its scores are still computed
 (kube-scheduler skips scoring) so that `explain` can show them.
@@ -33,19 +42,29 @@ no nominated pods or preemption; when only one node is feasible its scores are s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from webhook.policy.interface import CycleState, FilterResult, IntArray, SlotArray
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView
 from webhook.policy.profile import Profile
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code, Status
 
-__all__ = ["Decision", "num_feasible_nodes_to_find", "schedule", "score_nodes", "tie_break"]
+__all__ = [
+    "Decision",
+    "PreFiltered",
+    "num_feasible_nodes_to_find",
+    "run_filters",
+    "run_pre_filters",
+    "schedule",
+    "score_nodes",
+    "tie_break",
+]
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -53,41 +72,67 @@ BASE_PERCENTAGE_OF_NODES_TO_SCORE = 50
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
 TOP_SCORED = 5
 
-K = TypeVar("K")
-V = TypeVar("V")
+
+A = TypeVar("A", bound=npt.NDArray[Any])
 
 
-class LazyMapping(Mapping[K, V], Generic[K, V]):
-    """A read-only mapping built on first access (keeps the hot path cheap)."""
-
-    __slots__ = ("_build", "_data")
-
-    def __init__(self, build: Callable[[], dict[K, V]]) -> None:
-        self._build: Callable[[], dict[K, V]] | None = build
-        self._data: dict[K, V] | None = None
-
-    def _get(self) -> dict[K, V]:
-        if self._data is None:
-            assert self._build is not None
-            self._data = self._build()
-            self._build = None
-        return self._data
-
-    def __getitem__(self, key: K) -> V:
-        return self._get()[key]
-
-    def __iter__(self) -> Iterator[K]:
-        return iter(self._get())
-
-    def __len__(self) -> int:
-        return len(self._get())
-
-    def __repr__(self) -> str:
-        return f"LazyMapping({self._get()!r})"
+def _frozen(array: A) -> A:
+    """`array`, made read-only (a Decision's arrays are its own and never change)."""
+    array.flags.writeable = False
+    return array
 
 
-def _empty() -> Mapping[Any, Any]:
-    return {}
+_NO_SLOTS: SlotArray = _frozen(np.zeros(0, dtype=np.int64))
+_NO_STATUS_INDEX: npt.NDArray[np.int32] = _frozen(np.zeros(0, dtype=np.int32))
+
+
+@dataclass(frozen=True, eq=False)
+class Rejections:
+    """Which node each filter status rejected, as slot numbers into an immutable name table."""
+
+    names: tuple[str, ...]
+    """The snapshot's slot-to-name table at decision time (it is replaced, never changed)."""
+    slots: SlotArray
+    """Rejected nodes among those evaluated."""
+    status_index: npt.NDArray[np.int32]
+    """Per rejected node: its status in `statuses` (from the first failing filter)."""
+    statuses: tuple[Status, ...]
+    outside: SlotArray
+    """Nodes a pre-filter left out of the cycle; they all carry `outside_status`."""
+    outside_status: Status | None
+
+    def per_node(self) -> dict[str, Status]:
+        out = {
+            self.names[s]: self.statuses[i]
+            for s, i in zip(self.slots.tolist(), self.status_index.tolist(), strict=True)
+        }
+        if self.outside_status is not None:
+            for s in self.outside.tolist():
+                out[self.names[s]] = self.outside_status
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class ScoreTable:
+    """Normalised scores of the scored nodes, one array per plugin, and the weighted totals."""
+
+    nodes: tuple[str, ...]
+    per_plugin: tuple[tuple[str, IntArray], ...]
+    totals: IntArray
+
+    def rows(self) -> dict[str, Mapping[str, int]]:
+        out: dict[str, Mapping[str, int]] = {}
+        cols = [(name, arr.tolist()) for name, arr in self.per_plugin]
+        tot = self.totals.tolist()
+        for i, node in enumerate(self.nodes):
+            row = {name: vals[i] for name, vals in cols}
+            row["total"] = tot[i]
+            out[node] = row
+        return out
+
+
+_NO_REJECTIONS = Rejections((), _NO_SLOTS, _NO_STATUS_INDEX, (), _NO_SLOTS, None)
+_NO_SCORES = ScoreTable((), (), _NO_SLOTS)
 
 
 @dataclass(frozen=True)
@@ -95,27 +140,39 @@ class Decision:
     node: str | None
     code: Code
     message: str = ""
-    reason_counts: Mapping[str, int] = field(default_factory=_empty)
+    reason_counts: Mapping[str, int] = field(default_factory=dict)
     """Histogram of rejection reasons over evaluated nodes (FitError's)."""
     feasible_nodes: tuple[str, ...] = ()
     """Feasible nodes found by the scan (the ones scored), in scan order."""
-    node_reasons: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
-    """Rejected node -> reasons from the first failing filter."""
-    scores: Mapping[str, Mapping[str, int]] = field(default_factory=_empty)
-    """Scored node -> {plugin: normalised score 0..100 (unweighted), "total": weighted sum}."""
     evaluated_nodes: int = 0
     total_nodes: int = 0
-    node_plugins: Mapping[str, str] = field(default_factory=_empty)
-    """Rejected node -> name of the filter plugin that rejected it."""
-    weights: Mapping[str, int] = field(default_factory=_empty)
+    weights: Mapping[str, int] = field(default_factory=dict)
     """Score plugin -> weight used for "total"."""
     best_scores: tuple[tuple[str, Mapping[str, int]], ...] = ()
     """The TOP_SCORED best nodes with their scores, best first (built eagerly and
     cheaply, so callers that only need the best few never build `scores`)."""
+    rejections: Rejections = field(default=_NO_REJECTIONS, repr=False)
+    score_table: ScoreTable = field(default=_NO_SCORES, repr=False)
 
     @property
     def placed(self) -> bool:
         return self.code is Code.Success and self.node is not None
+
+    @property
+    def node_reasons(self) -> dict[str, tuple[str, ...]]:
+        """Rejected node -> reasons from the first failing filter (built on each call)."""
+        return {n: s.reasons for n, s in self.rejections.per_node().items()}
+
+    @property
+    def node_plugins(self) -> dict[str, str]:
+        """Rejected node -> name of the filter plugin that rejected it (built on each call)."""
+        return {n: s.plugin for n, s in self.rejections.per_node().items()}
+
+    @property
+    def scores(self) -> dict[str, Mapping[str, int]]:
+        """Scored node -> {plugin: normalised score 0..100 (unweighted), "total": weighted
+        sum} (built on each call)."""
+        return self.score_table.rows()
 
 
 def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
@@ -186,6 +243,56 @@ def score_nodes(
     return per_plugin, total
 
 
+@dataclass(frozen=True, eq=False)
+class PreFiltered:
+    """What the pre-filters left: the cycle's nodes, or a rejection of the pod."""
+
+    slots: SlotArray
+    """The nodes taking part (all of them unless a pre-filter narrowed them)."""
+    outside_status: Status | None = None
+    """The status of the nodes a pre-filter left out (None when none was)."""
+    rejection: Status | None = None
+    """Set when a pre-filter rejected the pod outright (then no node takes part)."""
+
+
+def run_pre_filters(
+    pod: PodView, snapshot: ClusterSnapshot, profile: Profile, slots: SlotArray
+) -> PreFiltered:
+    """Step 2 over `slots`: the profile's pre-filters, in order; the first rejection wins."""
+    outside: Status | None = None
+    for plugin in profile.pre_filters:
+        res = plugin.pre_filter(pod, snapshot)
+        if res is None:
+            continue
+        if res.status is not None:
+            return PreFiltered(slots[:0], rejection=res.status)
+        if res.node_names is not None:
+            wanted = [s for nm in res.node_names if (s := snapshot.slot_of(nm)) is not None]
+            slots = slots[np.isin(slots, wanted)]
+            outside = Status(
+                Code.UnschedulableAndUnresolvable,
+                (f"node(s) didn't satisfy plugin(s) [{plugin.name}]",),
+                plugin.name,
+            )
+    return PreFiltered(slots, outside)
+
+
+def run_filters(state: CycleState, profile: Profile) -> tuple[npt.NDArray[np.int32], list[Status]]:
+    """Step 3: per node of `state.slots`, -1 when it passes every filter, else the index
+    in the returned statuses of the first failing filter's status."""
+    first = np.full(len(state.slots), -1, dtype=np.int32)
+    statuses: list[Status] = []
+    for plugin in profile.filters:
+        fres: FilterResult | None = plugin.filter(state)
+        if fres is None:
+            continue
+        new = (first < 0) & (fres.status_index >= 0)
+        if new.any():
+            first[new] = fres.status_index[new] + len(statuses)
+        statuses.extend(fres.statuses)
+    return first, statuses
+
+
 def schedule(
     pod: PodView, snapshot: ClusterSnapshot, profile: Profile, *, seed: str | None = None
 ) -> Decision:
@@ -213,58 +320,24 @@ def _schedule(
     if n_all == 0:
         return Decision(node=None, code=Code.Unschedulable, message=NO_NODES_MESSAGE)
 
-    state = CycleState(pod=pod, snapshot=snapshot, slots=all_slots)
-    if seed is not None:
-        state.memo["seed"] = seed
-
     # ---- pre-filter: may narrow the node set or reject the pod
-    absent_status: Status | None = None
-    narrowed = False
-    for plugin in profile.filters:
-        pre = getattr(plugin, "pre_filter", None)
-        if pre is None:
-            continue
-        res = pre(state)
-        if res is None:
-            continue
-        if res.status is not None:
-            msg = res.status.message
-            return Decision(
-                node=None,
-                code=res.status.code,
-                message=fit_error_message(n_all, {}, msg),
-                reason_counts={msg: n_all},
-                evaluated_nodes=0,
-                total_nodes=n_all,
-            )
-        if res.node_names is not None:
-            keep = np.isin(
-                all_slots, [s for nm in res.node_names if (s := snapshot.slot_of(nm)) is not None]
-            )
-            all_slots = all_slots[keep]
-            narrowed = True
-            absent_status = Status(
-                Code.UnschedulableAndUnresolvable,
-                (f"node(s) didn't satisfy plugin(s) [{plugin.name}]",),
-                plugin.name,
-            )
-    if narrowed:
-        state = CycleState(pod=pod, snapshot=snapshot, slots=all_slots, memo=state.memo)
-        state.memo.pop("required_node_affinity", None)
+    pre = run_pre_filters(pod, snapshot, profile, all_slots)
+    if pre.rejection is not None:
+        msg = pre.rejection.message
+        return Decision(
+            node=None,
+            code=pre.rejection.code,
+            message=fit_error_message(n_all, {}, msg),
+            reason_counts={msg: n_all},
+            evaluated_nodes=0,
+            total_nodes=n_all,
+        )
+    state = CycleState(pod, snapshot, pre.slots, seed=seed)
     slots = state.slots
     n = len(slots)
 
     # ---- filters: first failing plugin decides the node's status
-    first = np.full(n, -1, dtype=np.int32)
-    statuses: list[Status] = []
-    for plugin in profile.filters:
-        fres: FilterResult | None = plugin.filter(state)
-        if fres is None:
-            continue
-        new = (first < 0) & (fres.status_index >= 0)
-        if new.any():
-            first[new] = fres.status_index[new] + len(statuses)
-        statuses.extend(fres.statuses)
+    first, statuses = run_filters(state, profile)
     feasible = first < 0
 
     # ---- scan order and percentageOfNodesToScore
@@ -282,7 +355,7 @@ def _schedule(
     chosen_pos = scanned[feas_in_order[:evaluated]]
     rejected_pos = scanned[~feas_in_order[:evaluated]]
 
-    # reasons histogram over evaluated, rejected nodes (+ absent nodes)
+    # reasons histogram over evaluated, rejected nodes (+ nodes the pre-filters left out)
     status_of_rejected = first[rejected_pos]
     counts: dict[str, int] = {}
     if len(status_of_rejected):
@@ -291,41 +364,26 @@ def _schedule(
             if c:
                 for r in statuses[si].reasons:
                     counts[r] = counts.get(r, 0) + c
-    n_absent = n_all - n if absent_status is not None else 0
-    if absent_status is not None and n_absent:
-        for r in absent_status.reasons:
-            counts[r] = counts.get(r, 0) + n_absent
-
-    def node_reasons() -> dict[str, tuple[str, ...]]:
-        out = {
-            snapshot.name_at(int(slots[p])): statuses[int(first[p])].reasons
-            for p in rejected_pos.tolist()
-        }
-        if absent_status is not None:
-            present = set(slots.tolist())
-            for s in snapshot.sorted_slots().tolist():
-                if s not in present:
-                    out[snapshot.name_at(s)] = absent_status.reasons
-        return out
-
-    def node_plugins() -> dict[str, str]:
-        out = {
-            snapshot.name_at(int(slots[p])): statuses[int(first[p])].plugin
-            for p in rejected_pos.tolist()
-        }
-        if absent_status is not None:
-            present = set(slots.tolist())
-            for s in snapshot.sorted_slots().tolist():
-                if s not in present:
-                    out[snapshot.name_at(s)] = absent_status.plugin
-        return out
+    outside_status = pre.outside_status
+    n_outside = n_all - n if outside_status is not None else 0
+    if outside_status is not None and n_outside:
+        for r in outside_status.reasons:
+            counts[r] = counts.get(r, 0) + n_outside
+    rejections = Rejections(
+        names=snapshot.slot_names(),
+        slots=_frozen(slots[rejected_pos]),
+        status_index=_frozen(status_of_rejected),
+        statuses=tuple(statuses),
+        outside=(_frozen(all_slots[~np.isin(all_slots, slots)]) if n_outside else _NO_SLOTS),
+        outside_status=outside_status if n_outside else None,
+    )
 
     weights = {p.name: w for p, w in profile.scorers}
-    evaluated_total = evaluated + n_absent
+    evaluated_total = evaluated + n_outside
     if len(chosen_pos) == 0:
         codes = {statuses[int(i)].code for i in np.unique(status_of_rejected).tolist()}
-        if absent_status is not None and n_absent:
-            codes.add(absent_status.code)
+        if outside_status is not None and n_outside:
+            codes.add(outside_status.code)
         code = (
             Code.Unschedulable if Code.Unschedulable in codes else Code.UnschedulableAndUnresolvable
         )
@@ -335,11 +393,10 @@ def _schedule(
             message=fit_error_message(n_all, counts),
             reason_counts=counts,
             feasible_nodes=(),
-            node_reasons=LazyMapping(node_reasons),
             evaluated_nodes=evaluated_total,
             total_nodes=n_all,
-            node_plugins=LazyMapping(node_plugins),
             weights=weights,
+            rejections=rejections,
         )
 
     # ---- scores over the feasible nodes found
@@ -354,26 +411,15 @@ def _schedule(
         pick = int(ties[tie_break(snapshot, fslots[ties], state.pod_hash())])
     node = snapshot.name_at(int(fslots[pick]))
 
-    names_cache: list[str] = snapshot.names_at(fslots.tolist())
-    order = np.argsort(-total, kind="stable")[:TOP_SCORED].tolist()
+    names_cache = tuple(snapshot.names_at(fslots.tolist()))
+    top = np.argsort(-total, kind="stable")[:TOP_SCORED].tolist()
     best_scores = tuple(
         (
             names_cache[i],
             {**{name: int(arr[i]) for name, arr in per_plugin}, "total": int(total[i])},
         )
-        for i in order
+        for i in top
     )
-
-    def scores() -> dict[str, Mapping[str, int]]:
-        out: dict[str, Mapping[str, int]] = {}
-        cols = [(name, arr.tolist()) for name, arr in per_plugin]
-        tot = total.tolist()
-        for i, nm in enumerate(names_cache):
-            row = {name: vals[i] for name, vals in cols}
-            row["total"] = tot[i]
-            out[nm] = row
-        return out
-
     return Decision(
         node=node,
         code=Code.Success,
@@ -382,12 +428,15 @@ def _schedule(
             f"({n_all} in cluster), score {best}"
         ),
         reason_counts=counts,
-        feasible_nodes=tuple(names_cache),
-        node_reasons=LazyMapping(node_reasons),
-        scores=LazyMapping(scores),
+        feasible_nodes=names_cache,
         best_scores=best_scores,
         evaluated_nodes=evaluated_total,
         total_nodes=n_all,
-        node_plugins=LazyMapping(node_plugins),
         weights=weights,
+        rejections=rejections,
+        score_table=ScoreTable(
+            names_cache,
+            tuple((name, _frozen(arr)) for name, arr in per_plugin),
+            _frozen(total),
+        ),
     )

@@ -1,4 +1,4 @@
-"""What plugins see and return: the cycle state and vectorised results.
+"""What plugins see and return: the extension points, the cycle state, vectorised results.
 
 A scheduling cycle evaluates one pod against every node at once. Node-level
 data lives in the snapshot's numpy arrays indexed by node *slot*;
@@ -7,22 +7,34 @@ order (node name order). Filters return one verdict per entry of `slots`;
 scorers receive the slots of the feasible nodes and return one raw score per
 slot, which `normalize` then maps into 0..100.
 
-Plugins share per-cycle computations (for example the pod's required node
-affinity mask, used by NodeAffinity and PodTopologySpread) through
-`CycleState.memo`.
+Each extension point is a protocol of its own, and a profile lists its
+plugins per point (webhook.policy.profile.Profile):
+
+- `PreFilterPlugin.pre_filter(pod, snapshot)`: may restrict the nodes or
+  reject the pod; it runs before the cycle's nodes are fixed, so it gets no
+  CycleState and nothing it computes can go stale when the nodes narrow;
+- `FilterPlugin.filter(state)`: a verdict per node of `state.slots`;
+- `ScorePlugin.score(state, slots)`, then `normalize(state, scores)`.
+
+What several plugins compute from the pod (its required node affinity mask,
+its untolerated taints) is computed once per cycle into the typed fields of
+`CycleState.shared`. A plugin's own per-cycle data (what its score leaves for
+its normalize) is an instance of a class of its own, from
+`CycleState.data(ThatClass)`: no plugin reaches another's data by a key.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.model import PodView, Taint
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code, Status
 
 __all__ = [
@@ -33,12 +45,15 @@ __all__ = [
     "FilterPlugin",
     "FilterResult",
     "IntArray",
+    "PreFilterPlugin",
     "PreFilterResult",
     "ScorePlugin",
+    "SharedComputations",
     "SlotArray",
     "check_fields",
     "default_normalize",
     "go_div",
+    "rejected",
 ]
 
 MAX_NODE_SCORE = 100
@@ -47,11 +62,11 @@ BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 SlotArray = npt.NDArray[np.int64]
 
-T = TypeVar("T")
+D = TypeVar("D")
 
 
 class ArgsError(ValueError):
-    """Invalid plugin args; `field` is the path inside the args object."""
+    """A bad field in plugin args or a policy document; `field` is its path inside the object."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
@@ -81,26 +96,56 @@ def go_div(a: int, b: int) -> int:
 
 
 @dataclass
-class CycleState:
-    pod: PodView
-    snapshot: ClusterSnapshot
-    slots: SlotArray
-    """Node slots taking part in the cycle, in scan order."""
-    memo: dict[str, Any] = field(default_factory=dict)
+class SharedComputations:
+    """What more than one plugin computes from the pod, once per cycle, for `state.slots`
+    (webhook.policy.nodematch fills them)."""
 
-    def cached(self, key: str, compute: Callable[[], T]) -> T:
-        if key in self.memo:
-            return self.memo[key]  # type: ignore[no-any-return]
-        value = compute()
-        self.memo[key] = value
-        return value
+    required_node_affinity: BoolArray | None = None
+    """nodeSelector AND required node affinity, per node of the cycle (NodeAffinity's
+    filter, PodTopologySpread's node inclusion)."""
+    untolerated_taints: list[Taint | None] | None = None
+    """Per taint set of the snapshot: the first NoSchedule/NoExecute taint the pod does
+    not tolerate, or None (TaintToleration's filter, PodTopologySpread's node inclusion)."""
+
+
+class CycleState:
+    """One pod's scheduling cycle: the pod, the snapshot, the nodes taking part."""
+
+    __slots__ = ("_data", "_pod_hash", "pod", "seed", "shared", "slots", "snapshot")
+
+    def __init__(
+        self,
+        pod: PodView,
+        snapshot: ClusterSnapshot,
+        slots: SlotArray,
+        *,
+        seed: str | None = None,
+    ) -> None:
+        self.pod = pod
+        self.snapshot = snapshot
+        self.slots = slots
+        """Node slots taking part in the cycle, in scan order."""
+        self.seed = seed
+        """Breaks ties between equally good nodes (else the pod's uid, else its key)."""
+        self.shared = SharedComputations()
+        self._data: dict[type[Any], Any] = {}
+        self._pod_hash: int | None = None
+
+    def data(self, kind: type[D]) -> D:
+        """The calling plugin's own per-cycle data: one `kind()` per cycle, made on first use."""
+        found = self._data.get(kind)
+        if found is None:
+            found = self._data[kind] = kind()
+        return found
 
     @property
     def namespace_labels(self) -> Mapping[str, str]:
         return self.snapshot.namespace_labels(self.pod.namespace)
 
     def pod_hash(self) -> int:
-        return self.cached("pod_hash", lambda: _hash64(self.memo.get("seed") or _pod_key(self.pod)))
+        if self._pod_hash is None:
+            self._pod_hash = _hash64(self.seed or _pod_key(self.pod))
+        return self._pod_hash
 
 
 def _pod_key(pod: PodView) -> str:
@@ -143,13 +188,24 @@ class PreFilterResult:
 
 
 @runtime_checkable
+class PreFilterPlugin(Protocol):
+    """Before the cycle: restrict the nodes considered, or reject the pod outright."""
+
+    name: str
+
+    def pre_filter(self, pod: PodView, snapshot: ClusterSnapshot) -> PreFilterResult | None:
+        """None when the plugin has nothing to say (every node stays eligible)."""
+        ...
+
+
 class FilterPlugin(Protocol):
     name: str
 
-    def filter(self, state: CycleState) -> FilterResult | None: ...
+    def filter(self, state: CycleState) -> FilterResult | None:
+        """A verdict per node of `state.slots`; None when every node passes."""
+        ...
 
 
-@runtime_checkable
 class ScorePlugin(Protocol):
     name: str
 
@@ -179,6 +235,3 @@ def default_normalize(scores: IntArray, reverse: bool = False) -> IntArray:
 def rejected(reason: str, plugin: str, unresolvable: bool = True) -> Status:
     code = Code.UnschedulableAndUnresolvable if unresolvable else Code.Unschedulable
     return Status(code, (reason,), plugin)
-
-
-__all__ += ["rejected"]

@@ -15,9 +15,19 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
+from webhook import bodies
+
 DOMAIN: Final = "placement-webhook.io"
 SCHEDULER_NAME: Final = "placement-webhook"
 """The schedulerName of pods handed to the fallback binder."""
+DEFAULT_NAMESPACE: Final = "placement-webhook"
+"""The namespace the webhook is installed in unless told otherwise (never placed)."""
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+"""Kubernetes' mark of a static pod's mirror (the kubelet owns it, no scheduler places it)."""
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+"""kube-scheduler's schedulerName, the one the API server gives a pod that names none."""
+HANDLED_SCHEDULERS: Final = frozenset({"", DEFAULT_SCHEDULER, SCHEDULER_NAME})
+"""Pods for these schedulerNames are ours to place, with the PlacementPolicy's profile."""
 SELECTED_NODE: Final = f"{DOMAIN}/selected-node"
 RESERVATION: Final = f"{DOMAIN}/reservation"
 BOUND_BY: Final = f"{DOMAIN}/bound-by"
@@ -32,7 +42,9 @@ HANDED_OFF: Final = f"{DOMAIN}/handed-off"
 #: workload: these are pinned with a *required* node affinity (and repaired by
 #: deletion if the pinned node stops fitting); every other pod is steered with
 #: a *preferred* one, so it can never be stranded on a node that filled up.
-RECREATING_CONTROLLERS: Final = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
+#: (Not Job: a deleted Job pod may count as a failure of the Job. The conflict
+#: detector's RECREATING_CONTROLLERS, the owners eviction may recreate, is wider.)
+PINNED_CONTROLLERS: Final = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
 PREFERRED_WEIGHT: Final = 100
 DECISION_ANNOTATIONS: Final = (
     SELECTED_NODE, RESERVATION, FILTER_RESULT, SCORE_RESULT, FINALSCORE_RESULT,
@@ -45,15 +57,13 @@ def pin(node: str) -> dict[str, Any]:
 
 
 def controller_kind(pod: Mapping[str, Any]) -> str | None:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
-        if isinstance(ref, dict) and ref.get("controller"):
-            return str(ref.get("kind") or "")
-    return None
+    controller = bodies.controller_of(pod)
+    return None if controller is None else str(controller.get("kind") or "")
 
 
 def pin_is_required(pod: Mapping[str, Any]) -> bool:
     """Whether nodeAffinity mode pins this pod (True) or only prefers the node (False)."""
-    return controller_kind(pod) in RECREATING_CONTROLLERS
+    return controller_kind(pod) in PINNED_CONTROLLERS
 
 
 def placed_by_us(pod: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -63,13 +73,11 @@ def placed_by_us(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     mode the pod's nodeName must still be the node we chose (a later webhook
     that re-targets the pod makes it someone else's placement).
     """
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    if not isinstance(annotations, dict):
-        return None
+    annotations = bodies.annotations_of(pod)
     node, key = annotations.get(SELECTED_NODE), annotations.get(RESERVATION)
     if not (isinstance(node, str) and node and isinstance(key, str) and key):
         return None
-    bound = (pod.get("spec") or {}).get("nodeName")
+    bound = bodies.spec(pod).get("nodeName")
     if bound and bound != node:
         return None
     return node, key
@@ -82,12 +90,11 @@ def pinned_node(pod: Mapping[str, Any]) -> str | None:
     affinity whose every term requires `metadata.name In [that node]`; the
     pod can then be bound nowhere else.
     """
-    meta = pod.get("metadata") or {}
-    node = (meta.get("annotations") or {}).get(SELECTED_NODE)
+    node = bodies.annotations_of(pod).get(SELECTED_NODE)
     if not isinstance(node, str) or not node:
         return None
     wanted = pin(node)
-    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    affinity = (bodies.spec(pod).get("affinity") or {}).get("nodeAffinity") or {}
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     terms = required.get("nodeSelectorTerms") or []
     if terms and all(wanted in (t.get("matchFields") or []) for t in terms if isinstance(t, dict)):
@@ -133,9 +140,9 @@ def without_placement(pod: Mapping[str, Any]) -> dict[str, Any]:
     """The pod as it was before our earlier call placed it (nodeName, pin, annotations off)."""
     placed = placed_by_us(pod) or _pinned_only(pod)
     out = dict(pod)
-    meta = dict(pod.get("metadata") or {})
-    spec = dict(pod.get("spec") or {})
-    annotations = dict(meta.get("annotations") or {})
+    meta = dict(bodies.meta(pod))
+    spec = dict(bodies.spec(pod))
+    annotations = dict(bodies.annotations_of(pod))
     for key in DECISION_ANNOTATIONS:
         annotations.pop(key, None)
     meta["annotations"] = annotations

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from webhook.policy.interface import BoolArray, CycleState, SlotArray
-from webhook.policy.model import ClusterSnapshot, Taint, Toleration, tolerates
+from webhook.policy.model import Taint, Toleration, tolerates
 from webhook.policy.selectors import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from webhook.policy.snapshot import ClusterSnapshot
 
 __all__ = [
     "first_untolerated_taint",
@@ -103,7 +104,7 @@ def match_label_selector_map(
 def pod_required_affinity_mask(state: CycleState, slots: SlotArray | None = None) -> BoolArray:
     """nodeaffinity.GetRequiredNodeAffinity(pod).Match: nodeSelector AND required affinity.
 
-    Cached per cycle for `state.slots`.
+    Computed once per cycle for `state.slots` (`state.shared`); other slots are not kept.
     """
 
     def compute(s: SlotArray) -> BoolArray:
@@ -115,9 +116,12 @@ def pod_required_affinity_mask(state: CycleState, slots: SlotArray | None = None
             mask &= match_node_selector(state.snapshot, pod.required_node_affinity, s)
         return mask
 
-    if slots is None:
-        return state.cached("required_node_affinity", lambda: compute(state.slots))
-    return compute(slots)
+    if slots is not None:
+        return compute(slots)
+    shared = state.shared
+    if shared.required_node_affinity is None:
+        shared.required_node_affinity = compute(state.slots)
+    return shared.required_node_affinity
 
 
 def first_untolerated_taint(
@@ -131,21 +135,20 @@ def first_untolerated_taint(
     return None
 
 
-def untolerated_per_taint_set(state: CycleState, effects: frozenset[str]) -> list[Taint | None]:
-    """For each distinct taint set in the snapshot: the first untolerated taint or None."""
-
-    def compute() -> list[Taint | None]:
-        return [
-            first_untolerated_taint(ts, state.pod.tolerations, effects)
+def untolerated_per_taint_set(state: CycleState) -> list[Taint | None]:
+    """For each distinct taint set in the snapshot: the first NoSchedule/NoExecute taint
+    the pod does not tolerate, or None (once per cycle, in `state.shared`)."""
+    shared = state.shared
+    if shared.untolerated_taints is None:
+        shared.untolerated_taints = [
+            first_untolerated_taint(ts, state.pod.tolerations, DO_NOT_SCHEDULE_EFFECTS)
             for ts in state.snapshot.taint_sets
         ]
-
-    return state.cached(f"untolerated:{','.join(sorted(effects))}", compute)
+    return shared.untolerated_taints
 
 
 def untolerated_mask(state: CycleState, slots: SlotArray | None = None) -> BoolArray:
     """Nodes with a NoSchedule/NoExecute taint the pod does not tolerate."""
-    per_set = untolerated_per_taint_set(state, DO_NOT_SCHEDULE_EFFECTS)
-    bad = np.array([t is not None for t in per_set], dtype=np.bool_)
+    bad = np.array([t is not None for t in untolerated_per_taint_set(state)], dtype=np.bool_)
     s = state.slots if slots is None else slots
     return bad[state.snapshot.taint_set[s]]

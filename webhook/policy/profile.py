@@ -1,48 +1,37 @@
-"""Policy files: KubeSchedulerConfiguration profiles plus the PlacementPolicy document.
+"""Scheduling profiles: what a KubeSchedulerConfiguration document says, as `Profile`s.
 
-A policy file is multi-document YAML holding a
-`kubescheduler.config.k8s.io/v1` KubeSchedulerConfiguration, a
-`placement-webhook.io/v1alpha1` PlacementPolicy, or both. Plugin sets are
-merged with kube-scheduler's v1 defaults exactly as kube-scheduler does
-(`mergePluginSet`, then multiPoint expansion with per-extension-point
+A `kubescheduler.config.k8s.io/v1` KubeSchedulerConfiguration is taken as
+kube-scheduler takes it: plugin sets are merged with kube-scheduler's v1
+defaults (`mergePluginSet`, then multiPoint expansion with per-extension-point
 overrides, score weights from `score` taking precedence over `multiPoint`,
-weight 0 meaning 1). Decoding is strict: unknown fields, unknown plugins,
-bad args or values raise `PolicyError` naming the field path and the line in
-the file (YAML node marks from `yaml.compose_all`).
+weight 0 meaning 1), and every plugin's args are validated by the plugin
+(webhook.policy.registry). Decoding is strict: unknown fields, unknown
+plugins, bad args or values raise `PolicyError` with the line
+(webhook.policy.policy_yaml).
 
-Which profile places the webhook's pods (schedulerName "", default-scheduler
-or placement-webhook): the one the PlacementPolicy names in `schedulerName`;
-without that, the profile named default-scheduler, or else the only profile.
-Several profiles, none of them default-scheduler and none named, is an error
-that lists them.
+The webhook's own settings are another document and another type
+(webhook.policy.placement_policy); webhook.policy.policy_file reads both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final
 
-import yaml
-
-from webhook.policy.interface import ArgsError, FilterPlugin, ScorePlugin
+from webhook.policy.interface import ArgsError, FilterPlugin, PreFilterPlugin, ScorePlugin
+from webhook.policy.marks import DEFAULT_SCHEDULER
+from webhook.policy.policy_yaml import Document
 from webhook.policy.registry import REGISTRY, PluginSpec, validate_unmodeled_args
 
 __all__ = [
-    "DEFAULT_SCHEDULER_NAMES",
-    "PlacementSettings",
-    "Policy",
-    "PolicyError",
+    "SCHEDULER_API",
     "Profile",
     "build_profile",
-    "default_policy",
-    "load_policy",
+    "scheduler_profiles",
 ]
 
 SCHEDULER_API: Final = "kubescheduler.config.k8s.io/v1"
-PLACEMENT_API: Final = "placement-webhook.io/v1alpha1"
-DEFAULT_SCHEDULER: Final = "default-scheduler"
-DEFAULT_SCHEDULER_NAMES: Final = frozenset({"", DEFAULT_SCHEDULER, "placement-webhook"})
 
 # kube-scheduler v1 default plugins (multiPoint, in order, with score weights).
 DEFAULT_MULTIPOINT: Final[tuple[tuple[str, int | None], ...]] = (
@@ -103,48 +92,19 @@ _CONFIG_FIELDS: Final = frozenset(
 _PROFILE_FIELDS: Final = frozenset(
     {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
 )
-_PLACEMENT_FIELDS: Final = frozenset(
-    {
-        "apiVersion",
-        "kind",
-        "metadata",
-        "mode",
-        "schedulerName",
-        "reservationTTLSeconds",
-        "reservationGraceSeconds",
-        "maxUnconfirmedShare",
-        "conflictPolicy",
-    }
-)
-
-
-class PolicyError(ValueError):
-    """An invalid policy file. The message names the source, line and field path."""
-
-    def __init__(
-        self, message: str, *, source: str = "<policy>", line: int | None = None, path: str = ""
-    ):
-        where = f"{source}:{line}" if line is not None else source
-        text = f"{where}: {path}: {message}" if path else f"{where}: {message}"
-        super().__init__(text)
-        self.source = source
-        self.line = line
-        self.path = path
-        self.reason = message
-
-
-# ---------------------------------------------------------------- data types
 
 
 @dataclass(frozen=True)
 class Profile:
-    """One scheduling profile: the ordered filters and weighted scorers."""
+    """One scheduling profile: its plugins per extension point, in order, scorers weighted."""
 
     name: str
     filters: tuple[FilterPlugin, ...]
     scorers: tuple[tuple[ScorePlugin, int], ...]
     percentage_of_nodes_to_score: int | None = None
     """None or 0: kube-scheduler's adaptive default (50 - nodes/125, at least 5%)."""
+    pre_filters: tuple[PreFilterPlugin, ...] = ()
+    """The enabled filter plugins that have a pre-filter, in filter order."""
 
     @property
     def scheduler_name(self) -> str:
@@ -168,111 +128,6 @@ class Profile:
         return None
 
 
-@dataclass(frozen=True)
-class PlacementSettings:
-    mode: str = "nodeName"
-    """nodeName: set spec.nodeName; nodeAffinity: pin with required node affinity."""
-    scheduler_name: str = DEFAULT_SCHEDULER
-    """Profile used for pods with schedulerName "", default-scheduler or placement-webhook
-    (see the module notes for the choice when the PlacementPolicy does not name one)."""
-    reservation_grace_seconds: float = 3.0
-    """How long past its caller's timeout (the API server's webhook timeout, a
-    bind request's) a reservation waits for its pod before giving the slot back."""
-    max_unconfirmed_share: float = 0.5
-    """The largest share of the cluster's cpu, memory or pod slots that
-    reservations whose pods have not appeared yet may hold at once."""
-    conflict_policy: str = "report"
-    """report | evict: what to do when an overcommitted node is detected."""
-
-
-@dataclass(frozen=True)
-class Policy:
-    profiles: Mapping[str, Profile]
-    placement: PlacementSettings = field(default_factory=PlacementSettings)
-
-    def profile_for(self, scheduler_name: str) -> Profile | None:
-        if scheduler_name in DEFAULT_SCHEDULER_NAMES:
-            return self.profiles.get(self.placement.scheduler_name)
-        return self.profiles.get(scheduler_name)
-
-    @property
-    def default_profile(self) -> Profile:
-        p = self.profile_for("")
-        assert p is not None
-        return p
-
-
-# ---------------------------------------------------------------- YAML with lines
-
-
-class _Doc:
-    """A decoded YAML document with a map from field paths to line numbers."""
-
-    def __init__(self, source: str, prefix: str = "") -> None:
-        self.source = source
-        self.prefix = prefix
-        self.lines: dict[str, int] = {}
-
-    def error(self, path: str, message: str) -> PolicyError:
-        line = None
-        p = path
-        while True:
-            if p in self.lines:
-                line = self.lines[p]
-                break
-            if not p:
-                break
-            cut = max(p.rfind("."), p.rfind("["))
-            p = p[:cut] if cut > 0 else ""
-        full = f"{self.prefix}{path}" if path else self.prefix.rstrip(" ")
-        return PolicyError(message, source=self.source, line=line, path=full)
-
-
-_SCALARS = yaml.SafeLoader("")
-
-
-def _decode(node: yaml.Node, path: str, doc: _Doc) -> Any:
-    doc.lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        for k_node, v_node in node.value:
-            key = _decode(k_node, path, doc)
-            if not isinstance(key, str):
-                raise doc.error(path, f"keys must be strings, got {key!r}")
-            sub = f"{path}.{key}" if path else key
-            if key in out:
-                doc.lines[sub] = k_node.start_mark.line + 1
-                raise doc.error(sub, "duplicate field")
-            doc.lines[sub] = k_node.start_mark.line + 1
-            out[key] = _decode(v_node, sub, doc)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for i, item in enumerate(node.value):
-            sub = f"{path}[{i}]"
-            doc.lines[sub] = item.start_mark.line + 1
-            items.append(_decode(item, sub, doc))
-        return items
-    return _SCALARS.construct_object(node, deep=True)
-
-
-def _documents(text: str, source: str) -> list[tuple[Any, _Doc]]:
-    try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise PolicyError(f"invalid YAML: {problem}", source=source, line=line) from None
-    out = []
-    for node in nodes:
-        if node is None:
-            continue
-        doc = _Doc(source)
-        out.append((_decode(node, "", doc), doc))
-    return out
-
-
 # ---------------------------------------------------------------- plugin sets
 
 
@@ -289,41 +144,13 @@ class _PluginSet:
     disabled: list[_PluginRef] = field(default_factory=list)
 
 
-def _int(doc: _Doc, path: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise doc.error(path, f"must be an integer, got {value!r}")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        rng = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
-        raise doc.error(path, f"{value} not in valid range {rng}")
-    return value
-
-
-def _mapping(doc: _Doc, path: str, value: Any, allowed: frozenset[str]) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise doc.error(path, f"must be an object, got {type(value).__name__}")
-    for k in value:
-        if k not in allowed:
-            raise doc.error(f"{path}.{k}" if path else k, f"unknown field {k!r}")
-    return value
-
-
-def _list(doc: _Doc, path: str, value: Any) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise doc.error(path, f"must be a list, got {type(value).__name__}")
-    return value
-
-
-def _plugin_set(doc: _Doc, path: str, raw: Any) -> _PluginSet:
-    body = _mapping(doc, path, raw, frozenset({"enabled", "disabled"}))
+def _plugin_set(doc: Document, path: str, raw: Any) -> _PluginSet:
+    body = doc.fields(path, raw, frozenset({"enabled", "disabled"}))
     out = _PluginSet()
     for kind in ("enabled", "disabled"):
-        for i, item in enumerate(_list(doc, f"{path}.{kind}", body.get(kind))):
+        for i, item in enumerate(doc.items(f"{path}.{kind}", body.get(kind))):
             p = f"{path}.{kind}[{i}]"
-            entry = _mapping(doc, p, item, frozenset({"name", "weight"}))
+            entry = doc.fields(p, item, frozenset({"name", "weight"}))
             name = entry.get("name")
             if not isinstance(name, str) or not name:
                 raise doc.error(f"{p}.name", "plugin name is required")
@@ -331,7 +158,7 @@ def _plugin_set(doc: _Doc, path: str, raw: Any) -> _PluginSet:
                 raise doc.error(f"{p}.name", f"unknown plugin {name!r}")
             weight = entry.get("weight")
             if weight is not None:
-                weight = _int(doc, f"{p}.weight", weight, 0)
+                weight = doc.integer(f"{p}.weight", weight, 0)
                 if kind == "disabled":
                     raise doc.error(f"{p}.weight", "weight is not allowed for disabled plugins")
             ref = _PluginRef(name, weight, p)
@@ -362,7 +189,7 @@ def _implements(spec: PluginSpec, point: str) -> bool:
     return point in spec.points
 
 
-def _expand(doc: _Doc, point: str, specific: _PluginSet, multi: _PluginSet) -> list[_PluginRef]:
+def _expand(doc: Document, point: str, specific: _PluginSet, multi: _PluginSet) -> list[_PluginRef]:
     """The plugins of one extension point after multiPoint expansion (framework.go)."""
     enabled: list[_PluginRef] = []
     seen: set[str] = set()
@@ -413,21 +240,21 @@ def _default_set() -> _PluginSet:
 
 def build_profile(
     raw: Mapping[str, Any],
-    doc: _Doc,
+    doc: Document,
     path: str,
     global_percentage: int | None,
 ) -> Profile:
-    prof = _mapping(doc, path, raw, _PROFILE_FIELDS)
+    prof = doc.fields(path, raw, _PROFILE_FIELDS)
     name = prof.get("schedulerName") or DEFAULT_SCHEDULER
     if not isinstance(name, str):
         raise doc.error(f"{path}.schedulerName", "must be a string")
     pct = prof.get("percentageOfNodesToScore")
     if pct is not None:
-        pct = _int(doc, f"{path}.percentageOfNodesToScore", pct, 0, 100)
+        pct = doc.integer(f"{path}.percentageOfNodesToScore", pct, 0, 100)
     else:
         pct = global_percentage
 
-    plugins_raw = _mapping(doc, f"{path}.plugins", prof.get("plugins"), frozenset(EXTENSION_POINTS))
+    plugins_raw = doc.fields(f"{path}.plugins", prof.get("plugins"), frozenset(EXTENSION_POINTS))
     sets = {
         point: _plugin_set(doc, f"{path}.plugins.{point}", plugins_raw.get(point))
         for point in EXTENSION_POINTS
@@ -436,9 +263,9 @@ def build_profile(
 
     # args (validated for every configured plugin, enabled or not)
     args_by_name: dict[str, tuple[Any, str]] = {}
-    for i, item in enumerate(_list(doc, f"{path}.pluginConfig", prof.get("pluginConfig"))):
+    for i, item in enumerate(doc.items(f"{path}.pluginConfig", prof.get("pluginConfig"))):
         p = f"{path}.pluginConfig[{i}]"
-        entry = _mapping(doc, p, item, frozenset({"name", "args"}))
+        entry = doc.fields(p, item, frozenset({"name", "args"}))
         pname = entry.get("name")
         if not isinstance(pname, str) or pname not in REGISTRY:
             raise doc.error(f"{p}.name", f"unknown plugin {pname!r}")
@@ -493,20 +320,25 @@ def build_profile(
     scorers = tuple(
         (inst, weights.get(p.name, 1)) for p in score_refs if (inst := instance(p.name)) is not None
     )
-    return Profile(name=name, filters=filters, scorers=scorers, percentage_of_nodes_to_score=pct)
+    pre_filters = tuple(f for f in filters if isinstance(f, PreFilterPlugin))
+    return Profile(
+        name=name,
+        filters=filters,
+        scorers=scorers,
+        percentage_of_nodes_to_score=pct,
+        pre_filters=pre_filters,
+    )
 
 
-# ---------------------------------------------------------------- documents
-
-
-def _scheduler_config(cfg: Mapping[str, Any], doc: _Doc) -> dict[str, Profile]:
-    _mapping(doc, "", cfg, _CONFIG_FIELDS)
+def scheduler_profiles(cfg: Mapping[str, Any], doc: Document) -> dict[str, Profile]:
+    """The profiles of a KubeSchedulerConfiguration document, by schedulerName."""
+    doc.fields("", cfg, _CONFIG_FIELDS)
     pct = cfg.get("percentageOfNodesToScore")
     if pct is not None:
-        pct = _int(doc, "percentageOfNodesToScore", pct, 0, 100)
-    if _list(doc, "extenders", cfg.get("extenders")):
+        pct = doc.integer("percentageOfNodesToScore", pct, 0, 100)
+    if doc.items("extenders", cfg.get("extenders")):
         raise doc.error("extenders", "scheduler extenders are not supported by placement-webhook")
-    profiles_raw = _list(doc, "profiles", cfg.get("profiles")) or [{}]
+    profiles_raw = doc.items("profiles", cfg.get("profiles")) or [{}]
     profiles: dict[str, Profile] = {}
     for i, raw in enumerate(profiles_raw):
         prof = build_profile(raw or {}, doc, f"profiles[{i}]", pct)
@@ -514,107 +346,3 @@ def _scheduler_config(cfg: Mapping[str, Any], doc: _Doc) -> dict[str, Profile]:
             raise doc.error(f"profiles[{i}].schedulerName", f"duplicate profile {prof.name!r}")
         profiles[prof.name] = prof
     return profiles
-
-
-def _placement(cfg: Mapping[str, Any], doc: _Doc) -> PlacementSettings:
-    """The PlacementPolicy's settings (`schedulerName` stays the default when not given)."""
-    _mapping(doc, "", cfg, _PLACEMENT_FIELDS)
-    mode = cfg.get("mode", "nodeName")
-    if mode not in ("nodeName", "nodeAffinity"):
-        raise doc.error("mode", f"must be nodeName or nodeAffinity, got {mode!r}")
-    sched = cfg.get("schedulerName", DEFAULT_SCHEDULER)
-    if not isinstance(sched, str) or not sched:
-        raise doc.error("schedulerName", "must be a non-empty string")
-    if "reservationTTLSeconds" in cfg:
-        raise doc.error(
-            "reservationTTLSeconds",
-            "was replaced by reservationGraceSeconds: a reservation now lasts its "
-            "caller's timeout (the API server's webhook timeout) plus that grace",
-        )
-    grace = cfg.get("reservationGraceSeconds", 3)
-    if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 < grace <= 60:
-        raise doc.error("reservationGraceSeconds", f"must be a number in (0, 60], got {grace!r}")
-    share = cfg.get("maxUnconfirmedShare", 0.5)
-    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
-        raise doc.error("maxUnconfirmedShare", f"must be a number in (0, 1], got {share!r}")
-    conflict = cfg.get("conflictPolicy", "report")
-    if conflict not in ("report", "evict"):
-        raise doc.error("conflictPolicy", f"must be report or evict, got {conflict!r}")
-    return PlacementSettings(
-        mode=str(mode),
-        scheduler_name=sched,
-        reservation_grace_seconds=float(grace),
-        max_unconfirmed_share=float(share),
-        conflict_policy=str(conflict),
-    )
-
-
-def load_policy(text: str, source: str = "<policy>") -> Policy:
-    """Parse a policy file. Raises PolicyError (with line numbers) when invalid."""
-    profiles: dict[str, Profile] | None = None
-    profiles_doc: _Doc | None = None
-    placement: PlacementSettings | None = None
-    placement_doc: _Doc | None = None
-    named = False
-    docs = _documents(text, source)
-    for i, (data, doc) in enumerate(docs):
-        if not isinstance(data, Mapping):
-            raise doc.error("", f"document {i + 1} must be an object")
-        api, kind = data.get("apiVersion"), data.get("kind")
-        if kind == "KubeSchedulerConfiguration":
-            doc.prefix = "KubeSchedulerConfiguration "
-            if api != SCHEDULER_API:
-                raise doc.error("apiVersion", f"must be {SCHEDULER_API!r}, got {api!r}")
-            if profiles is not None:
-                raise doc.error("kind", "more than one KubeSchedulerConfiguration")
-            profiles = _scheduler_config(data, doc)
-            profiles_doc = doc
-        elif kind == "PlacementPolicy":
-            doc.prefix = "PlacementPolicy "
-            if api != PLACEMENT_API:
-                raise doc.error("apiVersion", f"must be {PLACEMENT_API!r}, got {api!r}")
-            if placement is not None:
-                raise doc.error("kind", "more than one PlacementPolicy")
-            placement = _placement(data, doc)
-            placement_doc = doc
-            named = "schedulerName" in data
-        else:
-            raise doc.error(
-                "kind",
-                f"unknown kind {kind!r}: expected KubeSchedulerConfiguration or PlacementPolicy",
-            )
-    if profiles is None:
-        profiles = default_policy().profiles  # type: ignore[assignment]
-        assert profiles is not None
-    placement = placement or PlacementSettings()
-    choices = ", ".join(sorted(profiles))
-    if named and placement.scheduler_name not in profiles:
-        assert placement_doc is not None
-        raise placement_doc.error(
-            "schedulerName",
-            f"no profile named {placement.scheduler_name!r} (profiles: {choices})",
-        )
-    if not named and DEFAULT_SCHEDULER not in profiles:
-        if len(profiles) != 1:
-            err_doc = profiles_doc or _Doc(source)
-            raise err_doc.error(
-                "profiles",
-                f"{len(profiles)} profiles and none is named {DEFAULT_SCHEDULER!r}: name the one"
-                " for the webhook's pods in a PlacementPolicy document's schedulerName"
-                f" (profiles: {choices})",
-            )
-        placement = replace(placement, scheduler_name=next(iter(profiles)))
-    return Policy(profiles=dict(profiles), placement=placement)
-
-
-_DEFAULT: Policy | None = None
-
-
-def default_policy() -> Policy:
-    """kube-scheduler's v1 default profile, nodeName mode, report conflicts."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        doc = _Doc("<default>")
-        prof = build_profile({}, doc, "profiles[0]", None)
-        _DEFAULT = Policy(profiles={prof.name: prof}, placement=PlacementSettings())
-    return _DEFAULT

@@ -1,23 +1,8 @@
-"""The selectors a pod's default spreading is made of (kube-scheduler's helper.DefaultSelector).
+"""Services and workload controllers as the policy reads them, parsed once at the edge.
 
-The system default topology spread constraints spread a pod among its
-siblings, and kube-scheduler decides who they are from other objects:
-
-1. every Service in the pod's namespace whose (non-empty) selector matches
-   the pod's labels: their selectors are merged into one label set;
-2. the pod's controller (the ownerReference with `controller: true`), looked
-   up by name in the pod's namespace when it is a `v1` ReplicationController
-   (its selector map is merged into the set), an `apps/v1` ReplicaSet or an
-   `apps/v1` StatefulSet (the requirements of its label selector are added);
-   any other owner, or one that is not found, adds nothing.
-
-An empty result means no default spreading for the pod. Only the selectors
-are kept, never the objects (no templates, no status): a cluster's Services
-and ReplicaSets cost a few kilobytes here instead of their megabytes of JSON.
-Services are indexed by (namespace, label, value), so finding the ones that
-select a pod looks only at Services sharing a label with it.
-
-Not thread-safe: the caller serialises access (the snapshot's lock).
+Only their selectors are kept (webhook.policy.workload_index stores them and
+builds the default spreading selector from them), and a pod's controlling
+owner reference (`ControllerRef`).
 """
 
 from __future__ import annotations
@@ -31,13 +16,16 @@ from typing import Any, Final
 from webhook.policy.selectors import LabelRequirement, LabelSelector
 
 __all__ = [
+    "CONTROLLER_GVKS",
     "REPLICATION_CONTROLLER",
     "REPLICA_SET",
     "SERVICE",
     "STATEFUL_SET",
     "WORKLOAD_KINDS",
     "ControllerRef",
-    "WorkloadSelectors",
+    "LabelItems",
+    "WorkloadView",
+    "object_key",
 ]
 
 SERVICE: Final = "Service"
@@ -47,7 +35,7 @@ STATEFUL_SET: Final = "StatefulSet"
 WORKLOAD_KINDS: Final = frozenset({SERVICE, REPLICATION_CONTROLLER, REPLICA_SET, STATEFUL_SET})
 
 # The controller kinds DefaultSelector looks up, by the owner's apiVersion and kind.
-_CONTROLLER_GVKS: Final = frozenset(
+CONTROLLER_GVKS: Final = frozenset(
     {("v1", REPLICATION_CONTROLLER), ("apps/v1", REPLICA_SET), ("apps/v1", STATEFUL_SET)}
 )
 
@@ -107,102 +95,23 @@ def _label_selector(raw: Any) -> tuple[LabelRequirement, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Controller:
+class WorkloadView:
+    """What default spreading reads of a Service or a controller: its selector, parsed."""
+
     kind: str
-    selector_map: LabelItems | None  # ReplicationController: merged into the label set
-    requirements: tuple[LabelRequirement, ...]  # ReplicaSet, StatefulSet: added as they are
+    key: str
+    """namespace/name"""
+    selector_map: LabelItems | None
+    """Service, ReplicationController: a selector map (None: nil or empty, selects nothing)."""
+    requirements: tuple[LabelRequirement, ...] = ()
+    """ReplicaSet, StatefulSet: the requirements of the label selector."""
 
-
-class WorkloadSelectors:
-    """Service and controller selectors by namespace and name, kept up to date by events."""
-
-    def __init__(self) -> None:
-        self._services: dict[str, LabelItems] = {}  # ns/name -> selector
-        self._service_index: dict[tuple[str, str, str], set[str]] = {}  # (ns, k, v) -> keys
-        self._controllers: dict[tuple[str, str], _Controller] = {}  # (kind, ns/name)
-        self.version = 0
-
-    def __len__(self) -> int:
-        return len(self._services) + len(self._controllers)
-
-    # ------------------------------------------------------------ feeding
-
-    def upsert(self, kind: str, obj: Mapping[str, Any]) -> None:
-        """Store the selector of a Service, ReplicationController, ReplicaSet or StatefulSet."""
-        key = object_key(obj)
+    @staticmethod
+    def from_dict(kind: str, obj: Mapping[str, Any]) -> WorkloadView:
+        """Parse a Service, ReplicationController, ReplicaSet or StatefulSet."""
         spec = obj.get("spec") or {}
-        if kind == SERVICE:
-            items = _items(spec.get("selector"))
-            if self._services.get(key) == items:
-                return
-            self._drop_service(key)
-            if items is not None:
-                self._services[key] = items
-                namespace = key.split("/", 1)[0]
-                for k, v in items:
-                    self._service_index.setdefault((namespace, k, v), set()).add(key)
-        elif kind == REPLICATION_CONTROLLER:
-            entry = _Controller(kind, _items(spec.get("selector")), ())
-            if self._controllers.get((kind, key)) == entry:
-                return
-            self._controllers[(kind, key)] = entry
-        elif kind in (REPLICA_SET, STATEFUL_SET):
-            entry = _Controller(kind, None, _label_selector(spec.get("selector")))
-            if self._controllers.get((kind, key)) == entry:
-                return
-            self._controllers[(kind, key)] = entry
-        else:
-            raise ValueError(f"not a workload kind: {kind!r}")
-        self.version += 1
-
-    def remove(self, kind: str, key: str) -> None:
-        """Forget the object `key` (namespace/name) of `kind`."""
-        if kind == SERVICE:
-            if key in self._services:
-                self._drop_service(key)
-                self.version += 1
-        elif self._controllers.pop((kind, key), None) is not None:
-            self.version += 1
-
-    def _drop_service(self, key: str) -> None:
-        items = self._services.pop(key, None)
-        if items is None:
-            return
-        namespace = key.split("/", 1)[0]
-        for k, v in items:
-            keys = self._service_index.get((namespace, k, v))
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del self._service_index[(namespace, k, v)]
-
-    # ------------------------------------------------------------ reading
-
-    def services_selecting(self, namespace: str, labels: Mapping[str, str]) -> list[str]:
-        """Keys of the Services in `namespace` whose selector matches `labels`."""
-        candidates: set[str] = set()
-        for k, v in labels.items():
-            candidates |= self._service_index.get((namespace, k, v), set())
-        return sorted(
-            key for key in candidates if all(labels.get(k) == v for k, v in self._services[key])
-        )
-
-    def default_selector(
-        self, namespace: str, labels: Mapping[str, str], owner: ControllerRef | None
-    ) -> LabelSelector:
-        """helper.DefaultSelector for a pod; no requirements means no default spreading."""
-        label_set: dict[str, str] = {}
-        for key in self.services_selecting(namespace, labels):
-            label_set.update(self._services[key])
-        added: tuple[LabelRequirement, ...] = ()
-        if owner is not None and (owner.api_version, owner.kind) in _CONTROLLER_GVKS:
-            found = self._controllers.get((owner.kind, f"{namespace}/{owner.name}"))
-            if found is not None:
-                if found.selector_map is not None:
-                    label_set.update(found.selector_map)
-                added = found.requirements
-        merged = tuple(
-            LabelRequirement(k, "In", frozenset((v,))) for k, v in sorted(label_set.items())
-        )
-        # a requirement given twice (Service and ReplicaSet both app=web) is matched once
-        return LabelSelector(tuple(dict.fromkeys(merged + added)))
+        if kind in (SERVICE, REPLICATION_CONTROLLER):
+            return WorkloadView(kind, object_key(obj), _items(spec.get("selector")))
+        if kind in (REPLICA_SET, STATEFUL_SET):
+            return WorkloadView(kind, object_key(obj), None, _label_selector(spec.get("selector")))
+        raise ValueError(f"not a workload kind: {kind!r}")

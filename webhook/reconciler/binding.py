@@ -20,17 +20,15 @@ error); `gone` (404, UID precondition failed, pod being deleted); `error`
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from webhook.conflicts.model import BOUND_BY_ANNOTATION, SELECTED_NODE_ANNOTATION
-from webhook.kube import Requester
-from webhook.policy import marks
+from webhook import bodies
+from webhook.bodies import ObjectRef
+from webhook.kube import Requester, pod_path
+from webhook.policy.marks import BOUND_BY, RESERVATION, SELECTED_NODE
 
 log = logging.getLogger(__name__)
-
-RESERVATION_ANNOTATION: Final = marks.RESERVATION
 
 BOUND: Final = "bound"
 ALREADY_BOUND: Final = "already-bound"
@@ -46,27 +44,10 @@ class BindResult:
     message: str = ""
 
 
-def binding_body(
-    namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
-) -> dict[str, Any]:
-    """A v1 Binding of pod `namespace/name` (UID precondition `uid`) to `node`."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Binding",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid,
-            "annotations": dict(annotations),
-        },
-        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-    }
-
-
 def bind_annotations(node: str, identity: str, reservation: str | None) -> dict[str, str]:
-    notes = {SELECTED_NODE_ANNOTATION: node, BOUND_BY_ANNOTATION: f"reconciler/{identity}"}
+    notes = {SELECTED_NODE: node, BOUND_BY: f"reconciler/{identity}"}
     if reservation:
-        notes[RESERVATION_ANNOTATION] = reservation
+        notes[RESERVATION] = reservation
     return notes
 
 
@@ -87,22 +68,19 @@ class Binder:
     def __init__(self, client: Requester, identity: str, *, timeout: float = 5.0):
         self.client, self.identity, self.timeout = client, identity, timeout
 
-    def bind(self, pod: Mapping[str, Any], node: str, reservation: str | None) -> BindResult:
-        meta = pod.get("metadata") or {}
-        namespace, name, uid = str(meta["namespace"]), str(meta["name"]), str(meta["uid"])
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-        body = binding_body(
-            namespace, name, uid, node, bind_annotations(node, self.identity, reservation)
-        )
+    def bind(self, pod: ObjectRef, node: str, reservation: str | None) -> BindResult:
+        """Bind `pod` (its uid is the precondition) to `node`, then read it back."""
+        path = pod_path(pod.namespace, pod.name)
+        body = bodies.binding(pod, node, bind_annotations(node, self.identity, reservation))
         try:
             self.client.request("POST", f"{path}/binding", body=body, timeout=self.timeout)
         except Exception as err:
             status = getattr(err, "status", None)
             message = str((getattr(err, "body", None) or {}).get("message") or err)
             outcome = classify_failure(status, message)
-            actual = self._current_node(path, uid) if outcome == ALREADY_BOUND else None
+            actual = self._current_node(path, pod.uid) if outcome == ALREADY_BOUND else None
             return BindResult(outcome, actual, message)
-        return self._verify(path, uid, node)
+        return self._verify(path, pod.uid, node)
 
     def _verify(self, path: str, uid: str, node: str) -> BindResult:
         try:
@@ -113,8 +91,8 @@ class Binder:
             # The API accepted the bind; a failed read does not undo it.
             log.warning("bind of %s accepted but not verified: %s", path, err)
             return BindResult(BOUND, node, f"not verified: {err}")
-        actual = (stored.get("spec") or {}).get("nodeName")
-        if (stored.get("metadata") or {}).get("uid") != uid:
+        actual = bodies.node_name(stored) or None
+        if ObjectRef.of(stored).uid != uid:
             return BindResult(GONE, None, "pod replaced by another with the same name")
         if actual != node:
             return BindResult(ALREADY_BOUND, actual, f"read back on {actual}, not {node}")
@@ -125,7 +103,6 @@ class Binder:
             stored = self.client.request("GET", path, timeout=self.timeout)
         except Exception:
             return None
-        if (stored.get("metadata") or {}).get("uid") != uid:
+        if ObjectRef.of(stored).uid != uid:
             return None
-        node = (stored.get("spec") or {}).get("nodeName")
-        return str(node) if node else None
+        return bodies.node_name(stored) or None

@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from webhook import bodies
 from webhook.cluster.informer import Informer
 from webhook.cluster.source import WATCHED
 from webhook.cluster.view import ClusterView
 from webhook.conflicts.store import ConflictStore
 from webhook.kube import Kube
-from webhook.policy.profile import Policy
+from webhook.policy.policy_file import Policy
 from webhook.reconciler.authority import DecisionAuthority
 from webhook.reconciler.election import LeaderElector, LeaseLock
 from webhook.reconciler.fallback import FallbackBinder
@@ -104,8 +105,7 @@ class DecisionCore:
 
     # ---- reading -------------------------------------------------------
     def synced(self) -> bool:
-        state = self.view.sync_state()
-        return state.synced and state.age_seconds <= self.settings.max_cache_age
+        return self.view.is_ready(self.settings.max_cache_age)
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         info = {
@@ -122,7 +122,7 @@ class DecisionCore:
     def _current_resource_version(self) -> str:
         """A consistent read of the pods collection's resourceVersion (one item, cheap)."""
         answer = self.client.request("GET", "/api/v1/pods", params={"limit": 1}, timeout=5.0)
-        return str((answer.get("metadata") or {}).get("resourceVersion") or "")
+        return bodies.list_meta(answer).get("resourceVersion") or ""
 
     def _started_leading(self) -> None:
         self.authority.started_leading()

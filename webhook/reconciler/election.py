@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from webhook import bodies
 from webhook.kube import Requester
 
 log = logging.getLogger(__name__)
@@ -78,8 +79,8 @@ class LeaseRecord:
 
     @staticmethod
     def from_lease(lease: Mapping[str, Any]) -> LeaseRecord:
-        spec = lease.get("spec") or {}
-        annotations = (lease.get("metadata") or {}).get("annotations") or {}
+        spec = bodies.spec(lease)
+        annotations = bodies.annotations_of(lease)
         return LeaseRecord(
             holder=str(spec.get("holderIdentity") or ""),
             duration_seconds=int(spec.get("leaseDurationSeconds") or 0),

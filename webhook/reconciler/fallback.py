@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from webhook import bodies
+from webhook.bodies import ObjectRef, PodCondition
 from webhook.cluster.ledger import BINDER
 from webhook.cluster.view import ClusterView
 from webhook.conflicts.report import ConflictLoop, ConflictMetrics, ConflictReporter
@@ -39,7 +41,8 @@ from webhook.events import EventRecorder, failed_scheduling, placement_repaired,
 from webhook.kube import Kube, pod_path
 from webhook.policy import marks
 from webhook.policy.model import PodView
-from webhook.policy.profile import Policy
+from webhook.policy.placement_policy import ConflictPolicy
+from webhook.policy.policy_file import Policy
 from webhook.policy.status import Code
 from webhook.reconciler import binding
 from webhook.reconciler.feed import Feed, is_gated, is_pending_ours, priority, signature
@@ -84,7 +87,7 @@ class FallbackBinder:
             ConflictMetrics.create(self.metrics.registry),
             recorder=self.recorder,
             client=client,
-            evict=policy.placement.conflict_policy == "evict",
+            evict=policy.placement.conflict_policy is ConflictPolicy.EVICT,
             is_leader=is_leader,
         )
         self.conflict_loop = ConflictLoop(self.reporter, interval=settings.conflict_interval)
@@ -188,16 +191,15 @@ class FallbackBinder:
     def _attempt(self, attempt: Attempt) -> bool:
         """Decide for one pod; True when a bind was handed to the pool (which frees the slot)."""
         pod = attempt.pod
-        meta = pod.get("metadata") or {}
-        namespace, name, uid = str(meta.get("namespace")), str(meta.get("name")), attempt.key
+        ref = ObjectRef.of(pod)
         try:
             view = PodView.from_dict(pod)
         except (ValueError, TypeError) as err:
-            self._unschedulable(attempt, f"pod cannot be evaluated: {err}", (), "error")
+            self._unschedulable(attempt, ref, f"pod cannot be evaluated: {err}", (), "error")
             return False
         profile = self.policy.profile_for(view.scheduler_name)
         if profile is None:  # cannot happen for schedulerName placement-webhook
-            self._unschedulable(attempt, "no profile for this pod's scheduler", (), "error")
+            self._unschedulable(attempt, ref, "no profile for this pod's scheduler", (), "error")
             return False
         hold_for = self.binder.timeout + self.policy.placement.reservation_grace_seconds
         placement = self.view.place(view, profile, hold_for=hold_for, origin=BINDER)
@@ -209,39 +211,41 @@ class FallbackBinder:
             return False
         if decision.placed and decision.node is not None:
             self.metrics.attempts.labels("scheduled").inc()
-            self.pool.submit(self._bind, attempt, decision.node, placement.key)
+            self.pool.submit(self._bind, attempt, ref, decision.node, placement.key)
             return True
         if decision.code is Code.Skip:
             message = f"placement-webhook cannot evaluate this pod: {decision.message}"
-            self._unschedulable(attempt, message, (), "skipped")
+            self._unschedulable(attempt, ref, message, (), "skipped")
         elif decision.code is Code.Error:
             self.metrics.attempts.labels("error").inc()
-            self.recorder.record(failed_scheduling(namespace, name, uid, decision.message))
+            self.recorder.record(
+                failed_scheduling(ref.namespace, ref.name, attempt.key, decision.message)
+            )
             with self._cond:
                 self.queue.error(attempt.key, self.clock())
         else:
             self._unschedulable(
-                attempt, decision.message, tuple(decision.reason_counts), "unschedulable"
+                attempt, ref, decision.message, tuple(decision.reason_counts), "unschedulable"
             )
         return False
 
     def _unschedulable(
-        self, attempt: Attempt, message: str, reasons: tuple[str, ...], result: str
+        self,
+        attempt: Attempt,
+        ref: ObjectRef,
+        message: str,
+        reasons: tuple[str, ...],
+        result: str,
     ) -> None:
-        meta = attempt.pod.get("metadata") or {}
-        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
         self.metrics.attempts.labels(result).inc()
-        self.recorder.record(failed_scheduling(namespace, name, attempt.key, message))
+        self.recorder.record(failed_scheduling(ref.namespace, ref.name, attempt.key, message))
         with self._cond:
             self.queue.unschedulable(attempt.key, self.clock(), reasons)
-        log.info("%s/%s unschedulable: %s", namespace, name, message)
+        log.info("%s unschedulable: %s", ref, message)
         if self.settings.pod_condition and not self._stop.is_set():
-            self.pool.submit(self._mark_unschedulable, attempt.pod, message)
+            self.pool.submit(self._mark_unschedulable, attempt.pod, ref, message)
 
-    def _bind(self, attempt: Attempt, node: str, reservation: str | None) -> None:
-        pod = attempt.pod
-        meta = pod.get("metadata") or {}
-        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+    def _bind(self, attempt: Attempt, ref: ObjectRef, node: str, reservation: str | None) -> None:
         try:
             if not self.may_act() or self._stop.is_set():
                 self._release(reservation)
@@ -249,16 +253,16 @@ class FallbackBinder:
                 with self._cond:
                     self.queue.give_back(attempt.key, self.clock())
                 return
-            result = self.binder.bind(pod, node, reservation)
+            result = self.binder.bind(ref, node, reservation)
             self.metrics.binds.labels(result.outcome).inc()
             now = self.clock()
             if result.outcome == binding.BOUND:
-                self.recorder.record(scheduled(namespace, name, attempt.key, node))
+                self.recorder.record(scheduled(ref.namespace, ref.name, attempt.key, node))
                 self.metrics.time_to_bind.observe(now - attempt.first_seen)
                 with self._cond:
                     self.queue.done(attempt.key)
                 log.info(
-                    "bound %s/%s to %s", namespace, name, node,
+                    "bound %s to %s", ref, node,
                     extra={"attempts": attempt.attempts + 1,
                            "seconds": round(now - attempt.first_seen, 4)},
                 )  # fmt: skip
@@ -273,7 +277,7 @@ class FallbackBinder:
                     self.queue.error(attempt.key, now)
             level = logging.WARNING if result.outcome == binding.ERROR else logging.INFO
             log.log(
-                level, "bind of %s/%s to %s: %s (%s)", namespace, name, node, result.outcome,
+                level, "bind of %s to %s: %s (%s)", ref, node, result.outcome,
                 result.message, extra={"boundTo": result.node},
             )  # fmt: skip
         finally:
@@ -285,17 +289,16 @@ class FallbackBinder:
         if reservation is not None:
             self.view.release(reservation)
 
-    def _mark_unschedulable(self, pod: Mapping[str, Any], message: str) -> None:
+    def _mark_unschedulable(self, pod: Mapping[str, Any], ref: ObjectRef, message: str) -> None:
         """PodScheduled=False, reason Unschedulable, as kube-scheduler sets it (when it changed)."""
-        for cond in (pod.get("status") or {}).get("conditions") or ():
-            if cond.get("type") == "PodScheduled" and (
-                cond.get("status"),
-                cond.get("reason"),
-                cond.get("message"),
-            ) == ("False", "Unschedulable", message):
-                return
-        meta = pod.get("metadata") or {}
-        condition = {
+        scheduled_now = _pod_scheduled(pod)
+        if scheduled_now is not None and (
+            scheduled_now.get("status"),
+            scheduled_now.get("reason"),
+            scheduled_now.get("message"),
+        ) == ("False", "Unschedulable", message):
+            return
+        condition: PodCondition = {
             "type": "PodScheduled",
             "status": "False",
             "reason": "Unschedulable",
@@ -306,13 +309,13 @@ class FallbackBinder:
         try:
             self.client.request(
                 "PATCH",
-                pod_path(str(meta.get("namespace")), str(meta.get("name")), "status"),
+                pod_path(ref.namespace, ref.name, "status"),
                 body={"status": {"conditions": [condition]}},
                 content_type="application/strategic-merge-patch+json",
                 timeout=5.0,
             )
         except Exception as err:
-            log.warning("PodScheduled condition not set on %s: %s", meta.get("name"), err)
+            log.warning("PodScheduled condition not set on %s: %s", ref, err)
 
     # ---- housekeeping --------------------------------------------------
     def _housekeeping(self) -> None:
@@ -361,8 +364,8 @@ class FallbackBinder:
     def _delete_for_repair(
         self, pod: Mapping[str, Any], uid: str, node: str, elsewhere: str
     ) -> bool:
-        meta = pod.get("metadata") or {}
-        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        ref = ObjectRef.of(pod)
+        namespace, name = ref.namespace, ref.name
         kind = marks.controller_kind(pod) or "controller"
         note = (
             f"pinned to {node}, which no longer fits it, while {elsewhere} does; "
@@ -376,7 +379,7 @@ class FallbackBinder:
                     "apiVersion": "v1",
                     "kind": "DeleteOptions",
                     # unchanged since we judged it (not bound meanwhile), same pod
-                    "preconditions": {"uid": uid, "resourceVersion": meta.get("resourceVersion")},
+                    "preconditions": {"uid": uid, "resourceVersion": ref.resource_version},
                 },
                 timeout=5.0,
             )  # fmt: skip
@@ -400,21 +403,28 @@ class FallbackBinder:
 
 
 def _pending_pinned(pod: Mapping[str, Any]) -> bool:
-    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    phase = (pod.get("status") or {}).get("phase")
     return (
-        not spec.get("nodeName")
-        and meta.get("deletionTimestamp") is None
-        and phase not in ("Succeeded", "Failed")
+        not bodies.node_name(pod)
+        and bodies.meta(pod).get("deletionTimestamp") is None
+        and bodies.status(pod).get("phase") not in ("Succeeded", "Failed")
         and marks.pinned_node(pod) is not None
     )
 
 
+def _pod_scheduled(pod: Mapping[str, Any]) -> PodCondition | None:
+    """The pod's PodScheduled condition, if it has one."""
+    conditions = bodies.status(pod).get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
+            return condition  # type: ignore[return-value]
+    return None
+
+
 def _declared_unschedulable(pod: Mapping[str, Any]) -> bool:
     """kube-scheduler tried and found no node for it (PodScheduled False, Unschedulable)."""
-    for condition in (pod.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "PodScheduled":
-            return bool(
-                condition.get("status") == "False" and condition.get("reason") == "Unschedulable"
-            )
-    return False
+    condition = _pod_scheduled(pod)
+    return bool(
+        condition is not None
+        and condition.get("status") == "False"
+        and condition.get("reason") == "Unschedulable"
+    )

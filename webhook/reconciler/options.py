@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from webhook.policy.marks import DEFAULT_NAMESPACE
+
 Env = Callable[..., "str | None"]
 
 DEFAULT_BIND = "127.0.0.1:8081"
@@ -57,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser, env: Env, *, serve: bool = Fa
         parser.add_argument("--metrics-tls-key", default=env("metrics-tls-key"))
         parser.add_argument(
             "--namespace",
-            default=env("namespace", "placement-webhook"),
+            default=env("namespace", DEFAULT_NAMESPACE),
             help="namespace of the decision Lease (the webhook's own)",
         )
     parser.add_argument("--lease-name", default=env("lease-name", DEFAULT_LEASE_NAME))

@@ -219,8 +219,8 @@ class SchedulingQueue:
             if entry is None or entry.where != ACTIVE or entry.seq != seq:
                 continue
             self._move(entry, IN_FLIGHT, now)
+            self.cycle += 1  # as kube-scheduler: an event before this pop is not "during" it
             entry.cycle, entry.updated_in_flight = self.cycle, False
-            self.cycle += 1
             return Attempt(key, entry.pod, entry.attempts, entry.first_seen, entry.cycle)
         return None
 

@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 from webhook.kube import Kube
-from webhook.policy.profile import Policy
+from webhook.policy.policy_file import Policy
 from webhook.reconciler.core import DecisionCore
 from webhook.reconciler.election import ElectionSettings
 from webhook.reconciler.endpoints import Endpoints

@@ -6,6 +6,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
+from webhook.policy.marks import DEFAULT_NAMESPACE
 from webhook.reconciler.authority import AuthoritySettings
 from webhook.reconciler.election import ElectionSettings
 from webhook.reconciler.options import DEFAULT_BIND, DEFAULT_LEASE_NAME
@@ -19,7 +20,7 @@ class ReconcileSettings:
 
     identity: str
     """Lease holder identity; unique per process."""
-    lease_namespace: str = "placement-webhook"
+    lease_namespace: str = DEFAULT_NAMESPACE
     """Namespace of the Lease (the webhook's own)."""
     lease_name: str = DEFAULT_LEASE_NAME
     """The decision Lease: every `serve` replica and every `reconcile` process of one

@@ -24,7 +24,7 @@ from tests.e2e.differential.driver import Applied
 from tests.e2e.differential.generate import Case, small_case
 from tests.e2e.differential.policies import CONFIG
 from tests.e2e.differential.schedlog import Cycle
-from webhook.policy.profile import load_policy
+from webhook.policy.policy_file import load_policy
 
 
 def _replay(path: Path, offline: bool) -> int:

@@ -23,7 +23,7 @@ from tests.e2e.differential.policies import CONFIG, RUNTIME_CLASSES, runtime_cla
 from tests.e2e.differential.schedlog import Cycle
 from webhook.devcluster import DevCluster
 from webhook.kube import Kube
-from webhook.policy.profile import Policy, load_policy
+from webhook.policy.policy_file import Policy, load_policy
 
 REPO = Path(__file__).resolve().parents[3]
 # The V(10) score lines, the V(2) verdicts, the informers' V(3)/V(4) events, batching hints.

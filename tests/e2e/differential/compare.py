@@ -32,10 +32,12 @@ from typing import Any
 import numpy as np
 
 from tests.e2e.differential.schedlog import Cycle
+from webhook.policy.dump import snapshot_from_list
 from webhook.policy.framework import num_feasible_nodes_to_find, schedule, score_nodes
 from webhook.policy.interface import CycleState
-from webhook.policy.model import ClusterSnapshot, PodView
-from webhook.policy.profile import Policy
+from webhook.policy.model import PodView
+from webhook.policy.policy_file import Policy
+from webhook.policy.snapshot import ClusterSnapshot
 
 UNMODELED_SCORES = frozenset({"VolumeBinding", "DynamicResources"})
 MAX_DIFFERENCES = 25
@@ -87,7 +89,7 @@ def compare(
 ) -> Comparison:
     """Set kube-scheduler's `theirs` against the policy on the same API objects."""
     out = Comparison()
-    snapshot = ClusterSnapshot.from_list({"items": list(items)})
+    snapshot = snapshot_from_list({"items": list(items)})
     pod = PodView.from_dict(pod_obj)
     profile = policy.profile_for(pod.scheduler_name)
     if profile is None:

@@ -29,8 +29,9 @@ from webhook.admission.patch import (
 )
 from webhook.admission.placement import Placer, PlacerSettings
 from webhook.cluster.view import ClusterView
-from webhook.policy.model import ClusterSnapshot
-from webhook.policy.profile import PlacementSettings, Policy, default_policy
+from webhook.policy.dump import build_snapshot
+from webhook.policy.placement_policy import Mode, PlacementSettings
+from webhook.policy.policy_file import Policy, default_policy
 
 OPTED_IN = {"placement-webhook.io/enabled": "true"}
 
@@ -77,7 +78,7 @@ def namespace(name: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 def make_view(nodes: list[dict[str, Any]], max_unconfirmed_share: float = 0.5) -> ClusterView:
-    snapshot = ClusterSnapshot.from_objects(nodes, [], [namespace("apps", OPTED_IN)])
+    snapshot = build_snapshot(nodes, [], [namespace("apps", OPTED_IN)])
     view = ClusterView(snapshot, synced=True, max_unconfirmed_share=max_unconfirmed_share)
     view.replace("Namespace", [[namespace("apps", OPTED_IN)]])
     return view
@@ -85,7 +86,7 @@ def make_view(nodes: list[dict[str, Any]], max_unconfirmed_share: float = 0.5) -
 
 def policy(mode: str = "nodeName") -> Policy:
     base = default_policy()
-    return Policy(profiles=base.profiles, placement=PlacementSettings(mode=mode))
+    return Policy(profiles=base.profiles, placement=PlacementSettings(mode=Mode(mode)))
 
 
 @pytest.fixture
@@ -216,6 +217,23 @@ def test_node_affinity_mode_only_prefers_the_node_for_a_pod_no_controller_recrea
     assert preferred == [{"weight": 100, "preference": {"matchFields": [pin]}}]
 
 
+def test_node_affinity_mode_pins_nothing_and_reserves_nothing_when_no_node_fits(
+    view: ClusterView,
+) -> None:
+    client = client_for(view, mode="nodeAffinity")
+    obj = pod(cpu="64")
+    obj["metadata"]["ownerReferences"] = OWNED
+
+    result = patched(obj, post(client, review(obj)).get_json())
+
+    assert "affinity" not in result["spec"] and "nodeName" not in result["spec"]
+    assert result["metadata"]["annotations"][UNSCHEDULABLE] == (
+        "0/2 nodes are available: 2 Insufficient cpu."
+    )
+    assert SELECTED_NODE not in result["metadata"]["annotations"]
+    assert view.reservations() == []
+
+
 def test_pod_in_a_namespace_without_the_label_is_left_alone(view: ClusterView) -> None:
     view.apply("Namespace", "ADDED", namespace("other", {}))
     obj = pod()
@@ -322,8 +340,10 @@ def test_health_readiness_and_metrics(client: FlaskClient) -> None:
 
 
 def test_readyz_fails_while_the_view_is_not_synced() -> None:
+    """With the real gate on a view nothing was listed into (the live source's
+    gate is tested with its informers in tests/unit/cluster/test_source.py)."""
     view = ClusterView()
-    client = create_app(Placer(view, policy(), ready=lambda: False)).test_client()
+    client = create_app(Placer(view, policy(), ready=lambda: view.is_ready(120.0))).test_client()
     assert client.get("/readyz").status_code == 503
 
 

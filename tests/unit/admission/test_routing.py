@@ -14,10 +14,10 @@ import pytest
 from tests.unit.admission.test_app import make_view, node, patched, pod, post, review
 from webhook.admission.app import create_app
 from webhook.admission.forward import CALLER_TIMEOUT_HEADER, FORWARDED_HEADER, Forwarded
-from webhook.admission.patch import DEFERRED, SELECTED_NODE
 from webhook.admission.placement import Placer, PlacerSettings
 from webhook.admission.review import parse_timeout
-from webhook.policy.profile import default_policy
+from webhook.policy.marks import HANDED_OFF, SELECTED_NODE
+from webhook.policy.policy_file import default_policy
 
 
 class Forwarder:
@@ -91,7 +91,7 @@ def test_no_usable_answer_from_the_leader_hands_the_pod_off(forwarder: Forwarder
 
     assert "nodeName" not in result["spec"]
     assert result["spec"]["schedulerName"] == "placement-webhook"
-    assert "did not answer" in result["metadata"]["annotations"][DEFERRED]
+    assert "did not answer" in result["metadata"]["annotations"][HANDED_OFF]
     assert view.reservations() == []
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from webhook.admission.rules import why_not_handled
+from webhook.policy.placement_policy import Mode
 
 OPTED_IN = {"placement-webhook.io/enabled": "true"}
 
@@ -21,7 +22,7 @@ def pod(**changes: Any) -> dict[str, Any]:
 
 def decide(p: dict[str, Any], namespace: str = "apps", mode: str = "nodeName",
            labels: dict[str, str] | None = OPTED_IN) -> str | None:  # fmt: skip
-    answer = why_not_handled(p, namespace, own_namespace="placement-webhook", mode=mode,
+    answer = why_not_handled(p, namespace, own_namespace="placement-webhook", mode=Mode(mode),
                              namespace_labels=labels)  # fmt: skip
     return None if answer is None else answer[0]
 

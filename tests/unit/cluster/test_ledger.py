@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from webhook.cluster.ledger import ADMISSION, BINDER, EXTENDER, Ledger
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.dump import build_snapshot
+from webhook.policy.model import PodView
+from webhook.policy.snapshot import ClusterSnapshot
 
 
 class Clock:
@@ -43,7 +45,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def snapshot() -> ClusterSnapshot:
-    return ClusterSnapshot.from_objects([node("a"), node("b")], [])
+    return build_snapshot([node("a"), node("b")], [])
 
 
 def test_a_reservation_counts_its_pod_until_it_is_fulfilled(
@@ -109,7 +111,7 @@ def test_the_share_cap_counts_admission_reservations_only_and_lets_the_first_thr
 
 
 def test_the_share_cap_also_bounds_the_number_of_waiting_pods(clock: Clock) -> None:
-    snapshot = ClusterSnapshot.from_objects([node("a", cpu="100", pods="4")], [])
+    snapshot = build_snapshot([node("a", cpu="100", pods="4")], [])
     ledger = Ledger(snapshot, clock=clock, max_unconfirmed_share=0.5)
     for i in range(2):
         assert ledger.admits(pod(f"p{i}", "0"))

@@ -7,8 +7,10 @@ from typing import Any
 from webhook.cluster.ledger import BINDER
 from webhook.cluster.source import WATCHED
 from webhook.cluster.view import KINDS, ClusterView
-from webhook.policy.model import RESERVATION_ANNOTATION, SELECTED_NODE_ANNOTATION, PodView
-from webhook.policy.profile import default_policy
+from webhook.policy.marks import RESERVATION as RESERVATION_ANNOTATION
+from webhook.policy.marks import SELECTED_NODE as SELECTED_NODE_ANNOTATION
+from webhook.policy.model import PodView
+from webhook.policy.policy_file import default_policy
 
 PROFILE = default_policy().profile_for("")
 assert PROFILE is not None

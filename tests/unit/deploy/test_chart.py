@@ -41,7 +41,7 @@ from tests.unit.deploy.manifests import (
     render_dir,
 )
 from tests.unit.deploy.readme import block
-from webhook.policy.profile import load_policy
+from webhook.policy.policy_file import load_policy
 
 HELM_ONLY_LABELS = ("app.kubernetes.io/managed-by", "helm.sh/chart")
 POLICY_CHECKSUM = "checksum/policy"

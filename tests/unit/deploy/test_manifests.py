@@ -39,8 +39,9 @@ from webhook.admission.registration import (
     webhook_configuration,
 )
 from webhook.admission.rules import ENABLED_LABEL
+from webhook.devcluster.webhook import DEPLOYED_REPLICAS
 from webhook.extender.config import ExtenderEntry
-from webhook.policy.profile import load_policy
+from webhook.policy.policy_file import load_policy
 
 WEBHOOK_SA = f"system:serviceaccount:{NAMESPACE}:placement-webhook"
 
@@ -229,10 +230,33 @@ def test_every_command_line_is_one_the_cli_accepts(
     assert "serve" in parsed
 
 
-def test_the_deployed_policy_files_load(objects: list[Obj]) -> None:
-    for config_map in of_kind(objects, "ConfigMap"):
-        if "policy.yaml" in config_map["data"]:
-            load_policy(config_map["data"]["policy.yaml"], source=config_map["metadata"]["name"])
+def _policy_paths(container: Obj) -> list[str]:
+    """The policy files a container is told to read (env or --policy flag)."""
+    paths = [v for k, v in env_of(container).items() if k == "PLACEMENT_WEBHOOK_POLICY"]
+    args = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    return paths + [a.split("=", 1)[1] for a in args if a.startswith("--policy=")]
+
+
+def test_every_policy_a_deployed_process_reads_is_shipped_and_loads(objects: list[Obj]) -> None:
+    """Follows each container's policy path to its mount, its ConfigMap, and the file in it."""
+    config_maps = {c["metadata"]["name"]: c for c in of_kind(objects, "ConfigMap")}
+    loaded: dict[str, str] = {}
+    for deployment in of_kind(objects, "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod.get("volumes") or []}
+        for container in pod["containers"]:
+            for path in _policy_paths(container):
+                folder, _, filename = path.rpartition("/")
+                (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == folder]
+                name = volumes[mount["name"]]["configMap"]["name"]
+                text = config_maps[name]["data"][filename]
+                policy = load_policy(text, source=name)
+                assert policy.profiles, f"{name}: no profiles"
+                loaded[f"{deployment['metadata']['name']}/{container['name']}"] = name
+
+    assert "placement-webhook/webhook" in loaded, f"the webhook reads no shipped policy: {loaded}"
+    shipped = {n for n, c in config_maps.items() if "policy.yaml" in (c.get("data") or {})}
+    assert shipped == set(loaded.values()), "a policy ConfigMap no process reads, or one missing"
 
 
 def test_serve_gets_its_namespace_policy_and_the_mounted_certificate(objects: list[Obj]) -> None:
@@ -271,6 +295,8 @@ def test_the_webhook_is_spread_replicated_and_budgeted() -> None:
     (spread,) = pod["spec"]["topologySpreadConstraints"]
 
     assert spec["replicas"] >= 2
+    # The e2e tests run the webhook with the replica count the deploy ships.
+    assert spec["replicas"] == DEPLOYED_REPLICAS
     assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
     assert len(budgets) == 1
     assert budgets[0]["spec"]["maxUnavailable"] < spec["replicas"]

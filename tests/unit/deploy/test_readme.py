@@ -11,7 +11,7 @@ import re
 
 from tests.unit.deploy.manifests import REPO
 from tests.unit.deploy.readme import README, commands
-from webhook.policy.profile import load_policy
+from webhook.policy.policy_file import load_policy
 
 
 def _sh_blocks(text: str) -> list[str]:

@@ -8,9 +8,10 @@ from tests.e2e.differential.compare import compare
 from tests.e2e.differential.generate import big_cluster, small_case
 from tests.e2e.differential.policies import CONFIG
 from tests.e2e.differential.schedlog import Cycle
+from webhook.policy.dump import snapshot_from_list
 from webhook.policy.framework import schedule
-from webhook.policy.model import ClusterSnapshot, PodView
-from webhook.policy.profile import load_policy
+from webhook.policy.model import PodView
+from webhook.policy.policy_file import load_policy
 
 POLICY = load_policy(CONFIG)
 
@@ -42,7 +43,7 @@ def faithful(items: list[dict[str, Any]], target: dict[str, Any]) -> Cycle:
     """What a kube-scheduler that agrees with us would have logged."""
     d = schedule(
         PodView.from_dict(target),
-        ClusterSnapshot.from_list({"items": items}),
+        snapshot_from_list({"items": items}),
         POLICY.profiles[target["spec"]["schedulerName"]],
     )
     if not d.placed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from experiments.parity import compare
-from webhook.policy.profile import load_policy
+from webhook.policy.policy_file import load_policy
 
 POLICY = load_policy(
     "apiVersion: kubescheduler.config.k8s.io/v1\n"

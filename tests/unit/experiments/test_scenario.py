@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from experiments.scenario import HOSTNAME, ZONE, ScenarioError, load_scenario, parse_scenario
-from webhook.policy.profile import load_policy
+from webhook.policy.policy_file import load_policy
 
 BUNDLED = Path(__file__).parents[3] / "experiments" / "scenarios"
 

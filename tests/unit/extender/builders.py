@@ -6,8 +6,10 @@ from typing import Any
 
 import orjson
 
-from webhook.policy.model import ClusterSnapshot
-from webhook.policy.profile import Profile, load_policy
+from webhook.policy.dump import build_snapshot
+from webhook.policy.policy_file import load_policy
+from webhook.policy.profile import Profile
+from webhook.policy.snapshot import ClusterSnapshot
 
 
 def node(
@@ -64,7 +66,7 @@ def pod(
 
 
 def snapshot(nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = ()) -> ClusterSnapshot:  # type: ignore[assignment]
-    return ClusterSnapshot.from_objects(nodes, pods)
+    return build_snapshot(nodes, pods)
 
 
 def profile(body: str = "") -> Profile:

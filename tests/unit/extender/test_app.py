@@ -15,7 +15,7 @@ from tests.unit.extender.builders import args_body, node, pod, snapshot
 from webhook.cluster.view import ClusterView
 from webhook.extender.app import create_app
 from webhook.extender.service import Extender
-from webhook.policy.profile import load_policy
+from webhook.policy.policy_file import load_policy
 
 POLICY = load_policy(
     "apiVersion: kubescheduler.config.k8s.io/v1\n"

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import Decision, schedule
-from webhook.policy.model import ClusterSnapshot, PodView
-from webhook.policy.profile import Profile, default_policy, load_policy
+from webhook.policy.model import PodView
+from webhook.policy.policy_file import default_policy, load_policy
+from webhook.policy.profile import Profile
+from webhook.policy.snapshot import ClusterSnapshot
 
 
 def make_node(
@@ -78,7 +81,7 @@ def make_pod(
 def snapshot(
     nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = (), namespaces: Any = ()
 ) -> ClusterSnapshot:  # type: ignore[assignment]
-    return ClusterSnapshot.from_objects(nodes, pods, namespaces)
+    return build_snapshot(nodes, pods, namespaces)
 
 
 def default_profile() -> Profile:

@@ -2,7 +2,7 @@ import pytest
 from policy_builders import default_profile, make_node, make_pod, only, place, snapshot
 
 from webhook.policy.framework import fit_error_message, num_feasible_nodes_to_find, schedule
-from webhook.policy.model import PodView
+from webhook.policy.model import NodeView, PodView
 from webhook.policy.status import Code
 
 
@@ -130,3 +130,44 @@ def test_reservations_steer_the_next_decision() -> None:
     third = schedule(PodView.from_dict(make_pod("p3", "1500m", uid="")), snap, prof)
     assert third.node is None
     assert third.message == "0/2 nodes are available: 2 Insufficient cpu."
+
+
+def test_a_decision_keeps_its_answers_after_the_snapshot_changes() -> None:
+    """A Decision is plain data: the caller may read it after the view's lock is released,
+    while watch events remove nodes and give their slots to new ones."""
+    snap = snapshot([make_node("small", cpu="1"), make_node("big", cpu="8")])
+    d = place(make_pod("p", "2"), snap)
+    reasons, scores = d.node_reasons, d.scores
+
+    snap.remove_node("small")
+    snap.remove_node("big")
+    snap.upsert_node(NodeView.from_dict(make_node("newcomer", cpu="1")))
+
+    assert d.node == "big"
+    assert d.node_reasons == reasons == {"small": ("Insufficient cpu",)}
+    assert d.node_plugins == {"small": "NodeResourcesFit"}
+    assert d.scores == scores and set(scores) == {"big"}
+
+
+def test_a_pre_filter_that_narrows_the_nodes_leaves_the_others_outside_the_cycle() -> None:
+    """The nodes left out are reported with the plugin's outside reason, and a filter that
+    other plugins share (the pod's node affinity mask) is computed for the narrowed nodes."""
+    names = {"nodeSelectorTerms": [  # terms are ORed; matchFields take one name each
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]}
+        for n in "bc"
+    ]}  # fmt: skip
+    pod = make_pod(
+        "ds",
+        nodeSelector={"disk": "ssd"},
+        affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": names}},
+    )
+    snap = snapshot([make_node(n, labels={"disk": "ssd" if n != "b" else "hdd"}) for n in "abc"])
+
+    d = place(pod, snap)
+
+    assert d.node == "c"
+    assert d.node_reasons == {
+        "a": ("node(s) didn't satisfy plugin(s) [NodeAffinity]",),
+        "b": ("node(s) didn't match Pod's node affinity/selector",),
+    }
+    assert d.evaluated_nodes == 3

@@ -3,7 +3,7 @@ from typing import Any
 import pytest
 from policy_builders import make_node, make_pod, only, place, plugin_args, snapshot
 
-from webhook.policy.profile import PolicyError
+from webhook.policy.policy_file import PolicyError
 from webhook.policy.status import Code
 
 IPA = only("InterPodAffinity", scores={"InterPodAffinity": 1})

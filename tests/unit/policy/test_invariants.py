@@ -1,7 +1,15 @@
 """Hypothesis invariants of the policy core.
 
-- the vectorised filters agree with a slow per-node reference written
-  straight from kube-scheduler's plugin code (first failing plugin wins);
+- the vectorised filters agree with a slow per-node reference (first failing
+  plugin wins). The reference loops node by node over the raw objects. It
+  matches tolerations, nodeSelector and required node affinity on the raw
+  pod with its own code, written from the API's rules; for resources, host
+  ports, topology spread and inter-pod affinity it reads the pod through the
+  production parser (PodView) and its label-selector and affinity-term
+  matchers, so there it checks the vectorisation and the plugins' counting
+  (skew, domains, existing pods' anti-affinity), not the meaning of a
+  selector. Those meanings are checked against the real kube-scheduler by
+  tests/e2e/test_differential.py and by the plugins' table-driven tests;
 - normalised scores stay within 0..100 and totals are weighted sums;
 - verdicts do not depend on the order nodes and pods were added, and an
   incrementally maintained snapshot decides like one built from scratch;
@@ -12,19 +20,21 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
 from typing import Any
 
+from filter_reference import Ref, int64_or_none, ref_requirement
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policy_builders import make_node, make_pod
 
 from webhook import explain
+from webhook.policy.dump import build_snapshot
 from webhook.policy.framework import schedule
 from webhook.policy.interface import CycleState
-from webhook.policy.model import ClusterSnapshot, PodView, Taint, tolerates
-from webhook.policy.profile import Profile, load_policy
-from webhook.policy.selectors import parse_int64
+from webhook.policy.model import NodeView, PodView
+from webhook.policy.policy_file import load_policy
+from webhook.policy.profile import Profile
+from webhook.policy.snapshot import ClusterSnapshot
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -223,200 +233,13 @@ ALL_NODES = load_policy(
 ).default_profile
 
 
-# ---------------------------------------------------------------- reference
-
-
-class Ref:
-    """Per-node filters transcribed from kube-scheduler (no vectorisation)."""
-
-    def __init__(
-        self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], pod: dict[str, Any]
-    ) -> None:
-        self.nodes = nodes
-        self.pod = PodView.from_dict(pod)
-        self.existing = [
-            (PodView.from_dict(p), p["spec"]["nodeName"])
-            for p in pods
-            if not PodView.from_dict(p).is_terminal
-        ]
-
-    def labels(self, node: Mapping[str, Any]) -> dict[str, str]:
-        return dict(node["metadata"]["labels"])
-
-    def on(self, name: str) -> list[PodView]:
-        return [p for p, n in self.existing if n == name]
-
-    def node_affinity_match(self, node: Mapping[str, Any]) -> bool:
-        labels = self.labels(node)
-        if any(labels.get(k) != v for k, v in self.pod.node_selector.items()):
-            return False
-        req = self.pod.required_node_affinity
-        return req is None or req.matches(node["metadata"]["name"], labels)
-
-    def untolerated(self, node: Mapping[str, Any], effects: set[str]) -> Taint | None:
-        for t in node["spec"].get("taints", []):
-            taint = Taint(t["key"], t.get("value", ""), t["effect"])
-            if taint.effect in effects and not tolerates(self.pod.tolerations, taint):
-                return taint
-        return None
-
-    def reasons(
-        self, node: Mapping[str, Any], only: set[str] | None = None
-    ) -> tuple[str, ...] | None:
-        pod = self.pod
-        name = node["metadata"]["name"]
-
-        def on(plugin: str) -> bool:
-            return only is None or plugin in only
-
-        if (
-            on("NodeUnschedulable")
-            and node["spec"].get("unschedulable")
-            and not tolerates(
-                pod.tolerations, Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
-            )
-        ):
-            return ("node(s) were unschedulable",)
-        t = self.untolerated(node, {"NoSchedule", "NoExecute"})
-        if on("TaintToleration") and t is not None:
-            return ("node(s) had untolerated taint(s)",)
-        if on("NodeAffinity") and not self.node_affinity_match(node):
-            return ("node(s) didn't match Pod's node affinity/selector",)
-        used = {hp for p in self.on(name) for hp in p.host_ports}
-        for want in pod.host_ports if on("NodePorts") else ():
-            for u in used:
-                if (
-                    u.protocol == want.protocol
-                    and u.port == want.port
-                    and ("0.0.0.0" in (u.ip, want.ip) or u.ip == want.ip)
-                ):
-                    return ("node(s) didn't have free ports for the requested pod ports",)
-        res = self.resources(node) if on("NodeResourcesFit") else ()
-        if res:
-            return res
-        spread = self.spread(node) if on("PodTopologySpread") else ()
-        if spread:
-            return spread
-        return self.inter_pod(node) if on("InterPodAffinity") else None
-
-    def resources(self, node: Mapping[str, Any]) -> tuple[str, ...]:
-        from webhook.policy.quantity import quantity_milli, quantity_value
-
-        alloc = node["status"]["allocatable"]
-        pods = self.on(node["metadata"]["name"])
-        out = []
-        if len(pods) + 1 > quantity_value(alloc["pods"]):
-            out.append("Too many pods")
-        for r in ("cpu", "memory"):
-            want = self.pod.requests.get(r, 0)
-            if want <= 0:
-                continue
-            cap = quantity_milli(alloc[r]) if r == "cpu" else quantity_value(alloc[r])
-            used = sum(p.requests.get(r, 0) for p in pods)
-            if want > cap - used:
-                out.append(f"Insufficient {r}")
-        return tuple(out)
-
-    def spread(self, node: Mapping[str, Any]) -> tuple[str, ...]:
-        pod = self.pod
-        cons = [c for c in pod.spread_constraints if c.when_unsatisfiable == "DoNotSchedule"]
-        for c in cons:
-            counts: dict[str, int] = {}
-            for n in self.nodes:
-                lab = self.labels(n)
-                if not all(x.topology_key in lab for x in cons):
-                    continue
-                if c.node_affinity_policy == "Honor" and not self.node_affinity_match(n):
-                    continue
-                if c.node_taints_policy == "Honor" and self.untolerated(
-                    n, {"NoSchedule", "NoExecute"}
-                ):
-                    continue
-                cnt = 0
-                if not c.selector.empty:
-                    cnt = sum(
-                        1
-                        for p in self.on(n["metadata"]["name"])
-                        if p.namespace == pod.namespace and c.selector.matches(p.labels)
-                    )
-                v = lab[c.topology_key]
-                counts[v] = counts.get(v, 0) + cnt
-            labels = self.labels(node)
-            if c.topology_key not in labels:
-                return (
-                    "node(s) didn't match pod topology spread constraints (missing required label)",
-                )
-            min_match = (
-                0 if len(counts) < c.min_domains else min(counts.values(), default=2**31 - 1)
-            )
-            self_match = 1 if c.selector.matches(pod.labels) else 0
-            if counts.get(labels[c.topology_key], 0) + self_match - min_match > c.max_skew:
-                return ("node(s) didn't match pod topology spread constraints",)
-        return ()
-
-    def inter_pod(self, node: Mapping[str, Any]) -> tuple[str, ...] | None:
-        pod = self.pod
-        labels = self.labels(node)
-
-        def ns_labels(ns: str) -> dict[str, str]:
-            return {"kubernetes.io/metadata.name": ns}
-
-        def node_labels(name: str) -> dict[str, str]:
-            return next(self.labels(n) for n in self.nodes if n["metadata"]["name"] == name)
-
-        if pod.required_affinity:
-            counts: dict[tuple[str, str], int] = {}
-            for p, n in self.existing:
-                if all(
-                    t.matches(p.namespace, p.labels, ns_labels(p.namespace))
-                    for t in pod.required_affinity
-                ):
-                    nl = node_labels(n)
-                    for t in pod.required_affinity:
-                        if t.topology_key in nl:
-                            k = (t.topology_key, nl[t.topology_key])
-                            counts[k] = counts.get(k, 0) + 1
-            exist = True
-            for t in pod.required_affinity:
-                if t.topology_key not in labels:
-                    return ("node(s) didn't match pod affinity rules",)
-                if counts.get((t.topology_key, labels[t.topology_key]), 0) <= 0:
-                    exist = False
-            if not exist and not (
-                not counts
-                and all(
-                    t.matches(pod.namespace, pod.labels, ns_labels(pod.namespace))
-                    for t in pod.required_affinity
-                )
-            ):
-                return ("node(s) didn't match pod affinity rules",)
-        for t in pod.required_anti_affinity:
-            if t.topology_key not in labels:
-                continue
-            for p, n in self.existing:
-                nl = node_labels(n)
-                if nl.get(t.topology_key) == labels[t.topology_key] and t.matches(
-                    p.namespace, p.labels, ns_labels(p.namespace)
-                ):
-                    return ("node(s) didn't match pod anti-affinity rules",)
-        for p, n in self.existing:
-            nl = node_labels(n)
-            for t in p.required_anti_affinity:
-                same_domain = (
-                    t.topology_key in nl and labels.get(t.topology_key) == nl[t.topology_key]
-                )
-                if same_domain and t.matches(pod.namespace, pod.labels, ns_labels(pod.namespace)):
-                    return ("node(s) didn't satisfy existing pods anti-affinity rules",)
-        return None
-
-
 @SETTINGS
 @given(scenario())
 def test_vectorised_filters_agree_with_the_per_node_reference(sc: Any) -> None:
     nodes, pods, incoming = sc
     ref = Ref(nodes, pods, incoming)
     expected = {n["metadata"]["name"]: r for n in nodes if (r := ref.reasons(n))}
-    snap = ClusterSnapshot.from_objects(nodes, pods)
+    snap = build_snapshot(nodes, pods)
     d = schedule(PodView.from_dict(incoming), snap, ALL_NODES)
     assert dict(d.node_reasons) == expected
     assert set(d.feasible_nodes) == {n["metadata"]["name"] for n in nodes} - set(expected)
@@ -438,7 +261,7 @@ def test_spread_and_inter_pod_affinity_filters_agree_with_the_reference(sc: Any)
     ref = Ref(nodes, pods, incoming)
     only = {"PodTopologySpread", "InterPodAffinity"}
     expected = {n["metadata"]["name"]: r for n in nodes if (r := ref.reasons(n, only))}
-    snap = ClusterSnapshot.from_objects(nodes, pods)
+    snap = build_snapshot(nodes, pods)
     d = schedule(PodView.from_dict(incoming), snap, SPREAD_AND_AFFINITY)
     assert dict(d.node_reasons) == expected
 
@@ -447,7 +270,7 @@ def test_spread_and_inter_pod_affinity_filters_agree_with_the_reference(sc: Any)
 @given(scenario())
 def test_scores_are_normalized_and_totals_are_weighted_sums(sc: Any) -> None:
     nodes, pods, incoming = sc
-    d = schedule(PodView.from_dict(incoming), ClusterSnapshot.from_objects(nodes, pods), ALL_NODES)
+    d = schedule(PodView.from_dict(incoming), build_snapshot(nodes, pods), ALL_NODES)
     for row in d.scores.values():
         total = 0
         for plugin, score in row.items():
@@ -466,7 +289,7 @@ def test_scores_are_normalized_and_totals_are_weighted_sums(sc: Any) -> None:
 def test_verdicts_do_not_depend_on_insertion_order_or_history(sc: Any, rnd: random.Random) -> None:
     nodes, pods, incoming = sc
     pod = PodView.from_dict(incoming)
-    a = schedule(pod, ClusterSnapshot.from_objects(nodes, pods), ALL_NODES)
+    a = schedule(pod, build_snapshot(nodes, pods), ALL_NODES)
 
     shuffled_nodes, shuffled_pods = list(nodes), list(pods)
     rnd.shuffle(shuffled_nodes)
@@ -474,17 +297,17 @@ def test_verdicts_do_not_depend_on_insertion_order_or_history(sc: Any, rnd: rand
     snap = ClusterSnapshot()
     # history: pods first (nodes unknown), a node removed and re-added, pods moved back and forth
     for p in shuffled_pods:
-        snap.upsert_pod(p)
+        snap.upsert_pod(PodView.from_dict(p))
     for n in shuffled_nodes:
-        snap.upsert_node(n)
+        snap.upsert_node(NodeView.from_dict(n))
     victim = shuffled_nodes[0]
     snap.remove_node(victim["metadata"]["name"])
     for p in shuffled_pods:
         moved = {**p, "spec": {**p["spec"], "nodeName": victim["metadata"]["name"]}}
-        snap.upsert_pod(moved)
-    snap.upsert_node(victim)
+        snap.upsert_pod(PodView.from_dict(moved))
+    snap.upsert_node(NodeView.from_dict(victim))
     for p in shuffled_pods:
-        snap.upsert_pod(p)
+        snap.upsert_pod(PodView.from_dict(p))
     snap.assume("r", PodView.from_dict(make_pod("ghost", "1")), victim["metadata"]["name"])
     snap.forget("r")
     b = schedule(pod, snap, ALL_NODES)
@@ -513,7 +336,7 @@ def _passes_alone(pod: PodView, snap: ClusterSnapshot, profile: Profile, node: s
 @given(scenario())
 def test_a_placed_pod_passes_every_enabled_filter(sc: Any) -> None:
     nodes, pods, incoming = sc
-    snap = ClusterSnapshot.from_objects(nodes, pods)
+    snap = build_snapshot(nodes, pods)
     pod = PodView.from_dict(incoming)
     d = schedule(pod, snap, ALL_NODES)
     if d.node is not None:
@@ -524,9 +347,9 @@ def test_a_placed_pod_passes_every_enabled_filter(sc: Any) -> None:
 @given(scenario())
 def test_explain_and_schedule_agree(sc: Any) -> None:
     nodes, pods, incoming = sc
-    snap = ClusterSnapshot.from_objects(nodes, pods)
+    snap = build_snapshot(nodes, pods)
     pod = PodView.from_dict(incoming)
-    from webhook.policy.profile import Policy
+    from webhook.policy.policy_file import Policy
 
     policy = Policy(profiles={"default-scheduler": ALL_NODES})
     decision, profile = explain.explain(pod, snap, policy)
@@ -539,4 +362,6 @@ def test_explain_and_schedule_agree(sc: Any) -> None:
 
 
 def test_reference_helpers_parse_gt_values() -> None:
-    assert parse_int64("5") == 5 and parse_int64("x") is None
+    assert int64_or_none("5") == 5 and int64_or_none("x") is None
+    assert ref_requirement({"gen": "5"}, {"key": "gen", "operator": "Gt", "values": ["2"]})
+    assert not ref_requirement({"gen": "x"}, {"key": "gen", "operator": "Lt", "values": ["4"]})

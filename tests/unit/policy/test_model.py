@@ -3,7 +3,9 @@ from typing import Any
 import pytest
 from policy_builders import make_node, make_pod, snapshot
 
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.dump import snapshot_from_list
+from webhook.policy.model import NodeView, PodView
+from webhook.policy.snapshot import ClusterSnapshot
 
 
 def _pod(spec: dict[str, Any], **meta: Any) -> PodView:
@@ -159,13 +161,13 @@ def test_snapshot_counts_bound_pods_against_their_node() -> None:
 
 def test_pod_update_moves_accounting_between_nodes_and_is_idempotent() -> None:
     snap = snapshot([make_node("a"), make_node("b")])
-    snap.upsert_pod(make_pod("p", "1", "1Gi", node="a"))
-    snap.upsert_pod(make_pod("p", "1", "1Gi", node="a"))
+    snap.upsert_pod(PodView.from_dict(make_pod("p", "1", "1Gi", node="a")))
+    snap.upsert_pod(PodView.from_dict(make_pod("p", "1", "1Gi", node="a")))
     assert _requested(snap, "a") == (1000, 1024**3, 1)
-    snap.upsert_pod(make_pod("p", "1", "1Gi", node="b"))
+    snap.upsert_pod(PodView.from_dict(make_pod("p", "1", "1Gi", node="b")))
     assert _requested(snap, "a") == (0, 0, 0)
     assert _requested(snap, "b") == (1000, 1024**3, 1)
-    snap.upsert_pod(make_pod("p", "1", "1Gi", node="b", phase="Succeeded"))
+    snap.upsert_pod(PodView.from_dict(make_pod("p", "1", "1Gi", node="b", phase="Succeeded")))
     assert _requested(snap, "b") == (0, 0, 0)
     snap.remove_pod("uid-default-p")
     snap.remove_pod("uid-default-p")
@@ -174,10 +176,10 @@ def test_pod_update_moves_accounting_between_nodes_and_is_idempotent() -> None:
 
 def test_pods_bound_to_an_unknown_node_count_once_it_appears() -> None:
     snap = snapshot([], [make_pod("p", "1", "1Gi", node="late")])
-    snap.upsert_node(make_node("late"))
+    snap.upsert_node(NodeView.from_dict(make_node("late")))
     assert _requested(snap, "late") == (1000, 1024**3, 1)
     snap.remove_node("late")
-    snap.upsert_node(make_node("late"))
+    snap.upsert_node(NodeView.from_dict(make_node("late")))
     assert _requested(snap, "late") == (1000, 1024**3, 1)
 
 
@@ -203,7 +205,7 @@ def test_the_snapshot_never_ends_a_tentative_pod_by_itself() -> None:
     snap.assume("r1", PodView.from_dict(make_pod("p", "2", "1Gi", uid="")), "a")
     real = make_pod("p", "2", "1Gi", node="a")
     real["metadata"]["annotations"] = {"placement-webhook.io/reservation": "r1"}
-    snap.upsert_pod(real)
+    snap.upsert_pod(PodView.from_dict(real))
     assert _requested(snap, "a") == (4000, 2 * 1024**3, 2)
     snap.forget("r1")
     assert _requested(snap, "a") == (2000, 1024**3, 1)
@@ -220,7 +222,7 @@ def _pinned(name: str, node: str) -> dict[str, Any]:
 
 def test_a_pending_pod_we_pinned_to_one_node_counts_there_until_it_is_deleted() -> None:
     snap = snapshot([make_node("a"), make_node("b")])
-    snap.upsert_pod(_pinned("p", "a"))
+    snap.upsert_pod(PodView.from_dict(_pinned("p", "a")))
     assert _requested(snap, "a") == (2000, 1024**3, 1)
     assert _requested(snap, "b") == (0, 0, 0)
     snap.remove_pod("uid-default-p")
@@ -238,7 +240,7 @@ def test_a_pin_without_our_annotation_or_with_another_node_is_not_a_pin() -> Non
 
 def test_node_update_changes_labels_and_allocatable_in_place() -> None:
     snap = snapshot([make_node("a", cpu="2", labels={"zone": "z1"})])
-    snap.upsert_node(make_node("a", cpu="8", labels={"zone": "z2"}))
+    snap.upsert_node(NodeView.from_dict(make_node("a", cpu="8", labels={"zone": "z2"})))
     slot = snap.slot_of("a")
     assert slot is not None
     assert int(snap.allocatable[slot, 0]) == 8000
@@ -265,6 +267,6 @@ def test_snapshot_from_a_kubectl_list() -> None:
             {"kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "x"}}},
         ],
     }
-    snap = ClusterSnapshot.from_list(doc)
+    snap = snapshot_from_list(doc)
     assert len(snap) == 1 and len(snap.pods_on("a")) == 1
     assert snap.namespace_labels("default")["team"] == "x"

@@ -4,6 +4,7 @@ import pytest
 from policy_builders import make_node, make_pod, only, place, plugin_args, snapshot
 
 from webhook.policy.status import Code
+from webhook.policy.workloads import WorkloadView
 
 PTS = only("PodTopologySpread", scores={"PodTopologySpread": 1})
 ZONE = "topology.kubernetes.io/zone"
@@ -163,10 +164,13 @@ def _owned(
     return pod
 
 
-def _workload(kind: str, name: str, selector: dict[str, Any], namespace: str = "default") -> Any:
+def _workload(
+    kind: str, name: str, selector: dict[str, Any], namespace: str = "default"
+) -> WorkloadView:
     api = "v1" if kind in ("Service", "ReplicationController") else "apps/v1"
     meta = {"name": name, "namespace": namespace}
-    return {"apiVersion": api, "kind": kind, "metadata": meta, "spec": {"selector": selector}}
+    obj = {"apiVersion": api, "kind": kind, "metadata": meta, "spec": {"selector": selector}}
+    return WorkloadView.from_dict(kind, obj)
 
 
 def test_system_default_spreading_spreads_among_the_replicasets_pods() -> None:
@@ -176,9 +180,7 @@ def test_system_default_spreading_spreads_among_the_replicasets_pods() -> None:
         for i, node in enumerate(["n0", "n0", "n1"])
     ]
     snap = snapshot(nodes, pods)
-    snap.workloads.upsert(
-        "ReplicaSet", _workload("ReplicaSet", "web-1", {"matchLabels": {"app": "web"}})
-    )
+    snap.workloads.upsert(_workload("ReplicaSet", "web-1", {"matchLabels": {"app": "web"}}))
     pod = _owned(make_pod("p", labels={"app": "web"}), "ReplicaSet", "web-1")
     d = place(pod, snap, PTS)
     s = {n: v["PodTopologySpread"] for n, v in d.scores.items()}
@@ -197,7 +199,7 @@ def test_a_replicaset_missing_from_the_snapshot_gives_no_default_spreading() -> 
 def test_a_service_selecting_the_pod_spreads_it_without_a_controller() -> None:
     nodes = [make_node(f"n{i}") for i in range(2)]
     snap = snapshot(nodes, [web("w0", "n0"), make_pod("other", node="n1", labels={"app": "db"})])
-    snap.workloads.upsert("Service", _workload("Service", "web", {"app": "web"}))
+    snap.workloads.upsert(_workload("Service", "web", {"app": "web"}))
     d = place(make_pod("p", labels={"app": "web", "v": "2"}), snap, PTS)
     s = {n: v["PodTopologySpread"] for n, v in d.scores.items()}
     assert s["n1"] == 100 and s["n0"] < 100  # the db pod on n1 is not a sibling
@@ -208,9 +210,9 @@ def test_service_and_controller_selectors_are_combined() -> None:
     # w0 matches the Service but not the ReplicaSet's track=canary: not a sibling
     pods = [web("w0", "n0"), web("w1", "n1", track="canary")]
     snap = snapshot(nodes, pods)
-    snap.workloads.upsert("Service", _workload("Service", "web", {"app": "web"}))
+    snap.workloads.upsert(_workload("Service", "web", {"app": "web"}))
     rs = {"matchExpressions": [{"key": "track", "operator": "In", "values": ["canary"]}]}
-    snap.workloads.upsert("ReplicaSet", _workload("ReplicaSet", "canary", rs))
+    snap.workloads.upsert(_workload("ReplicaSet", "canary", rs))
     pod = _owned(make_pod("p", labels={"app": "web", "track": "canary"}), "ReplicaSet", "canary")
     d = place(pod, snap, PTS)
     assert d.node == "n0"
@@ -236,9 +238,7 @@ def test_list_defaulting_with_hard_default_constraints_filters() -> None:
     existing = _owned(make_pod("db-0", node="n0", labels={"app": "db"}), "StatefulSet", "db")
     pod = make_pod("db-1", labels={"app": "db", "statefulset.kubernetes.io/pod-name": "db-1"})
     snap = snapshot([make_node("n0"), make_node("n1")], [existing])
-    snap.workloads.upsert(
-        "StatefulSet", _workload("StatefulSet", "db", {"matchLabels": {"app": "db"}})
-    )
+    snap.workloads.upsert(_workload("StatefulSet", "db", {"matchLabels": {"app": "db"}}))
     d = place(_owned(pod, "StatefulSet", "db"), snap, prof)
     assert d.node == "n1"
     assert d.node_reasons["n0"] == (NOT_MATCH,)
@@ -263,7 +263,7 @@ def test_list_defaulting_with_hard_default_constraints_filters() -> None:
     ],
 )
 def test_invalid_spread_args_stop_loading(args: str, fragment: str) -> None:
-    from webhook.policy.profile import PolicyError
+    from webhook.policy.policy_file import PolicyError
 
     with pytest.raises(PolicyError, match=fragment):
         only("PodTopologySpread", args=plugin_args("PodTopologySpread", args))

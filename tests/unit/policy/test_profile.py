@@ -1,6 +1,7 @@
 import pytest
 
-from webhook.policy.profile import PolicyError, default_policy, load_policy
+from webhook.policy.placement_policy import ConflictPolicy, Mode
+from webhook.policy.policy_file import PolicyError, default_policy, load_policy
 
 HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 
@@ -96,10 +97,10 @@ def test_placement_policy_document_sets_mode_and_profile() -> None:
         + "schedulerName: tight\nreservationGraceSeconds: 1.5\nmaxUnconfirmedShare: 0.25\n"
         + "conflictPolicy: evict\n"
     )
-    assert policy.placement.mode == "nodeAffinity"
+    assert policy.placement.mode is Mode.NODE_AFFINITY
     assert policy.placement.reservation_grace_seconds == 1.5
     assert policy.placement.max_unconfirmed_share == 0.25
-    assert policy.placement.conflict_policy == "evict"
+    assert policy.placement.conflict_policy is ConflictPolicy.EVICT
     assert policy.profile_for("placement-webhook") is policy.profiles["tight"]
 
 
@@ -135,7 +136,8 @@ def test_several_profiles_without_a_default_need_the_placement_policy_to_name_on
 
 def test_placement_policy_alone_uses_the_default_profile() -> None:
     policy = load_policy("apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\n")
-    assert policy.placement.mode == "nodeName"
+    assert policy.placement.mode is Mode.NODE_NAME
+    assert policy.placement.conflict_policy is ConflictPolicy.REPORT
     assert policy.placement.reservation_grace_seconds == 3.0
     assert policy.placement.max_unconfirmed_share == 0.5
     assert policy.profile_for("") is not None
@@ -187,6 +189,17 @@ def test_the_old_reservation_ttl_is_refused_with_what_replaced_it() -> None:
             "apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\nmode: sideways\n",
             3,
             "mode: must be nodeName or nodeAffinity",
+        ),
+        (
+            "apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\nmode: [nodeName]\n",
+            3,
+            "mode: must be nodeName or nodeAffinity, got ['nodeName']",
+        ),
+        (
+            "apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\n"
+            "conflictPolicy: Evict\n",
+            3,
+            "conflictPolicy: must be report or evict, got 'Evict'",
         ),
         (
             "apiVersion: placement-webhook.io/v1alpha1\nkind: PlacementPolicy\n"

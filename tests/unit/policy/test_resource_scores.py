@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from policy_builders import make_node, make_pod, only, place, plugin_args, snapshot
 
-from webhook.policy.profile import PolicyError
+from webhook.policy.policy_file import PolicyError
 
 BA = only("NodeResourcesFit", scores={"NodeResourcesBalancedAllocation": 1})
 IL = only(scores={"ImageLocality": 1})

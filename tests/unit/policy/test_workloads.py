@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
-from webhook.policy.model import ClusterSnapshot, PodView
+from webhook.policy.dump import snapshot_from_list
+from webhook.policy.model import PodView
 from webhook.policy.selectors import LabelRequirement, LabelSelector
-from webhook.policy.workloads import ControllerRef, WorkloadSelectors
+from webhook.policy.workload_index import WorkloadSelectors
+from webhook.policy.workloads import ControllerRef, WorkloadView
 
 RS = ControllerRef("apps/v1", "ReplicaSet", "web-7d9")
 
@@ -23,7 +25,7 @@ def workload(kind: str, name: str, selector: Any, namespace: str = "shop") -> di
 def store(*objects: dict[str, Any]) -> WorkloadSelectors:
     out = WorkloadSelectors()
     for obj in objects:
-        out.upsert(obj["kind"], obj)
+        out.upsert(WorkloadView.from_dict(obj["kind"], obj))
     return out
 
 
@@ -93,7 +95,7 @@ def test_owners_kube_scheduler_does_not_look_up_add_nothing(owner: ControllerRef
 
 def test_updates_and_deletions_are_seen() -> None:
     s = store(workload("Service", "web", {"app": "web"}))
-    s.upsert("Service", workload("Service", "web", {"tier": "front"}))
+    s.upsert(WorkloadView.from_dict("Service", workload("Service", "web", {"tier": "front"})))
     assert s.default_selector("shop", WEB, None) == LabelSelector((eq("tier", "front"),))
     s.remove("Service", "shop/web")
     assert s.default_selector("shop", WEB, None).requirements == ()
@@ -110,7 +112,7 @@ def test_a_snapshot_list_carries_services_and_controllers() -> None:
     pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "shop", "labels": WEB,
            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                 "name": "web-7d9", "controller": True}]}, "spec": {}}  # fmt: skip
-    snap = ClusterSnapshot.from_list({"items": [
+    snap = snapshot_from_list({"items": [
         workload("Service", "web", {"app": "web"}),
         workload("ReplicaSet", "web-7d9", {"matchLabels": {"pod-template-hash": "7d9"}}),
     ]})  # fmt: skip

@@ -6,15 +6,14 @@ from typing import Any
 
 import pytest
 
-from webhook.conflicts.model import BOUND_BY_ANNOTATION, SELECTED_NODE_ANNOTATION
+from webhook.bodies import ObjectRef, binding
+from webhook.policy.marks import BOUND_BY, RESERVATION, SELECTED_NODE
 from webhook.reconciler.binding import (
     ALREADY_BOUND,
     BOUND,
     ERROR,
     GONE,
-    RESERVATION_ANNOTATION,
     Binder,
-    binding_body,
     classify_failure,
 )
 
@@ -46,7 +45,7 @@ class PodApi:
         return self.stored
 
 
-POD = {"metadata": {"namespace": "ns", "name": "p", "uid": "u1"}, "spec": {}}
+POD = ObjectRef("ns", "p", "u1")
 
 
 def stored(node: str | None, uid: str = "u1") -> dict[str, Any]:
@@ -54,7 +53,7 @@ def stored(node: str | None, uid: str = "u1") -> dict[str, Any]:
 
 
 def test_the_binding_names_the_node_and_carries_the_uid_precondition() -> None:
-    body = binding_body("ns", "p", "u1", "n1", {"a": "b"})
+    body = binding(POD, "n1", {"a": "b"})
     assert body["kind"] == "Binding" and body["apiVersion"] == "v1"
     assert body["metadata"] == {
         "name": "p",
@@ -71,9 +70,9 @@ def test_a_bind_that_reads_back_on_the_node_is_bound() -> None:
     assert (result.outcome, result.node) == (BOUND, "n1")
     notes = api.bindings[0]["metadata"]["annotations"]
     assert notes == {
-        SELECTED_NODE_ANNOTATION: "n1",
-        BOUND_BY_ANNOTATION: "reconciler/r1",
-        RESERVATION_ANNOTATION: "res-1",
+        SELECTED_NODE: "n1",
+        BOUND_BY: "reconciler/r1",
+        RESERVATION: "res-1",
     }
 
 
@@ -117,3 +116,10 @@ def test_failures_are_classified_by_status_and_message(
     status: int | None, message: str, outcome: str
 ) -> None:
     assert classify_failure(status, message) == outcome
+
+
+def test_the_extender_binding_without_uid_or_reservation_names_only_the_pod_and_node() -> None:
+    """kube-scheduler may send an extender bind without the pod's uid: no precondition then."""
+    body = binding(ObjectRef("ns", "p"), "n1")
+    assert body["metadata"] == {"name": "p", "namespace": "ns"}
+    assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}

@@ -105,6 +105,13 @@ def test_a_cluster_event_while_the_pod_is_tried_sends_it_to_backoff_not_to_unsch
     assert q.pop(1.2).key == "a"  # type: ignore[union-attr]
 
 
+def test_a_cluster_event_before_the_pod_is_tried_does_not_spare_it_the_unschedulable_wait() -> None:
+    q = queue_with("a")
+    q.on_event(ClusterEvent.NODE_ADD, 0.0)
+    fail(q, "a", 0.1)
+    assert q.where("a") == UNSCHEDULABLE
+
+
 def test_a_pod_deleted_does_not_help_a_pod_rejected_only_by_taints() -> None:
     q = queue_with("tainted", "full")
     fail(q, "tainted", 0.0, (TAINT,))

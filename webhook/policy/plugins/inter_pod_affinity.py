@@ -51,7 +51,8 @@ from webhook.policy.interface import (
     SlotArray,
     check_fields,
 )
-from webhook.policy.model import AffinityTerm, ClusterSnapshot, WeightedAffinityTerm
+from webhook.policy.model import AffinityTerm, WeightedAffinityTerm
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code, Status
 
 NAME: Final = "InterPodAffinity"
@@ -276,7 +277,6 @@ class InterPodAffinity:
         existing("pref_aff", 1)
         existing("pref_anti", -1)
 
-        state.memo["ipa_has_topology_score"] = bool(topo)
         total = np.zeros(len(slots), dtype=np.int64)
         for key, arr in topo.items():
             col = snap.label_columns[key]
@@ -287,7 +287,7 @@ class InterPodAffinity:
         return total
 
     def normalize(self, state: CycleState, scores: IntArray) -> IntArray:
-        if not state.memo.get("ipa_has_topology_score") or len(scores) == 0:
+        if len(scores) == 0:
             return scores
         lo, hi = int(scores.min()), int(scores.max())
         if hi - lo <= 0:

@@ -29,8 +29,10 @@ from webhook.policy.interface import (
     default_normalize,
     rejected,
 )
+from webhook.policy.model import PodView
 from webhook.policy.nodematch import match_node_selector, match_term, pod_required_affinity_mask
 from webhook.policy.selectors import NodeSelector, NodeSelectorTerm, parse_int64
+from webhook.policy.snapshot import ClusterSnapshot
 
 NAME: Final = "NodeAffinity"
 ERR_REASON_POD: Final = "node(s) didn't match Pod's node affinity/selector"
@@ -120,8 +122,8 @@ class NodeAffinity:
     args: NodeAffinityArgs = field(default_factory=NodeAffinityArgs)
     name: str = NAME
 
-    def pre_filter(self, state: CycleState) -> PreFilterResult | None:
-        req = state.pod.required_node_affinity
+    def pre_filter(self, pod: PodView, snapshot: ClusterSnapshot) -> PreFilterResult | None:
+        req = pod.required_node_affinity
         if req is None or not req.terms:
             return None
         names: set[str] | None = None

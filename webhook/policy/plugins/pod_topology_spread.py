@@ -46,9 +46,10 @@ from webhook.policy.interface import (
     SlotArray,
     check_fields,
 )
-from webhook.policy.model import ClusterSnapshot, SpreadConstraint
+from webhook.policy.model import SpreadConstraint
 from webhook.policy.nodematch import pod_required_affinity_mask, untolerated_mask
 from webhook.policy.selectors import LabelSelector
+from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code, Status
 
 NAME: Final = "PodTopologySpread"
@@ -142,15 +143,28 @@ class PodTopologySpreadArgs:
         return PodTopologySpreadArgs(dtype, tuple(out))
 
 
+@dataclass
+class _Cycle:
+    """What one cycle computes once and its filter, score and normalize share."""
+
+    default_selector: LabelSelector | None = None
+    all_affinity: BoolArray | None = None
+    """The pod's required node affinity over every node (node inclusion, Honor)."""
+    all_tolerated: BoolArray | None = None
+    """Nodes whose NoSchedule/NoExecute taints the pod tolerates, over every node."""
+    ignored: BoolArray | None = None
+    """Per scored node: left out of scoring (it lacks a constraint's topology key)."""
+
+
 def default_selector(state: CycleState) -> LabelSelector:
     """The selector of the default constraints (empty: no default spreading)."""
-    pod = state.pod
-    return state.cached(
-        "pts_default_selector",
-        lambda: state.snapshot.workloads.default_selector(
+    cycle = state.data(_Cycle)
+    if cycle.default_selector is None:
+        pod = state.pod
+        cycle.default_selector = state.snapshot.workloads.default_selector(
             pod.namespace, pod.labels, pod.controller
-        ),
-    )
+        )
+    return cycle.default_selector
 
 
 def _domains(snap: ClusterSnapshot, key: str, slots: SlotArray) -> npt.NDArray[np.int64]:
@@ -213,12 +227,15 @@ class PodTopologySpread:
         base: BoolArray,
     ) -> BoolArray:
         mask = base.copy()
+        cycle = state.data(_Cycle)
         if c.node_affinity_policy == "Honor":
-            mask &= state.cached(
-                "pts_all_affinity", lambda: pod_required_affinity_mask(state, all_slots)
-            )
+            if cycle.all_affinity is None:
+                cycle.all_affinity = pod_required_affinity_mask(state, all_slots)
+            mask &= cycle.all_affinity
         if c.node_taints_policy == "Honor":
-            mask &= state.cached("pts_all_taints", lambda: ~untolerated_mask(state, all_slots))
+            if cycle.all_tolerated is None:
+                cycle.all_tolerated = ~untolerated_mask(state, all_slots)
+            mask &= cycle.all_tolerated
         return mask
 
     # ---------------------------------------------------------------- filter
@@ -335,12 +352,12 @@ class PodTopologySpread:
                 cnt = pair_counts[c.topology_key][_domains(snap, c.topology_key, slots)]
             total += np.where(has, cnt * w + (c.max_skew - 1), 0.0)
         raw = np.floor(total + 0.5).astype(np.int64)
-        state.memo["pts_ignored"] = ignored
+        state.data(_Cycle).ignored = ignored
         return raw
 
     def normalize(self, state: CycleState, scores: IntArray) -> IntArray:
-        ignored: BoolArray = state.memo.get("pts_ignored", np.zeros(len(scores), dtype=np.bool_))
-        valid = ~ignored
+        ignored = state.data(_Cycle).ignored
+        valid = np.ones(len(scores), dtype=np.bool_) if ignored is None else ~ignored
         out = np.zeros(len(scores), dtype=np.int64)
         if not valid.any():
             return out

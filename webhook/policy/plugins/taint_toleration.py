@@ -26,7 +26,7 @@ from webhook.policy.interface import (
     rejected,
 )
 from webhook.policy.model import tolerates
-from webhook.policy.nodematch import DO_NOT_SCHEDULE_EFFECTS, untolerated_per_taint_set
+from webhook.policy.nodematch import untolerated_per_taint_set
 
 NAME: Final = "TaintToleration"
 
@@ -34,12 +34,19 @@ NAME: Final = "TaintToleration"
 UNTOLERATED: Final = "node(s) had untolerated taint(s)"
 
 
+@dataclass
+class _Cycle:
+    """Per cycle: untolerated PreferNoSchedule taints per taint set of the snapshot."""
+
+    prefer_no_schedule: IntArray | None = None
+
+
 @dataclass(frozen=True)
 class TaintToleration:
     name: str = NAME
 
     def filter(self, state: CycleState) -> FilterResult | None:
-        per_set = untolerated_per_taint_set(state, DO_NOT_SCHEDULE_EFFECTS)
+        per_set = untolerated_per_taint_set(state)
         codes = np.array([-1 if t is None else 0 for t in per_set], dtype=np.int32)
         if not (codes == 0).any():
             return None
@@ -48,17 +55,15 @@ class TaintToleration:
         )
 
     def score(self, state: CycleState, slots: SlotArray) -> IntArray | None:
-        tols = tuple(t for t in state.pod.tolerations if t.effect in ("", "PreferNoSchedule"))
-
-        def per_set() -> IntArray:
+        cycle = state.data(_Cycle)
+        if cycle.prefer_no_schedule is None:
+            tols = tuple(t for t in state.pod.tolerations if t.effect in ("", "PreferNoSchedule"))
             counts = [
                 sum(1 for t in ts if t.effect == "PreferNoSchedule" and not tolerates(tols, t))
                 for ts in state.snapshot.taint_sets
             ]
-            return np.array(counts, dtype=np.int64)
-
-        counts = state.cached("prefer_no_schedule_counts", per_set)
-        return counts[state.snapshot.taint_set[slots]]
+            cycle.prefer_no_schedule = np.array(counts, dtype=np.int64)
+        return cycle.prefer_no_schedule[state.snapshot.taint_set[slots]]
 
     def normalize(self, state: CycleState, scores: IntArray) -> IntArray:
         return default_normalize(scores, reverse=True)
