@@ -162,7 +162,15 @@ def run(args: argparse.Namespace) -> int:
                     if arm.outage:
                         result = run_outage_arm(scenario, arm, workdir, bin_dir=bin_dir, say=say)
                     else:
-                        result = run_arm(scenario, arm, workdir, bin_dir=bin_dir, say=say)
+                        result = run_arm(
+                            scenario,
+                            arm,
+                            workdir,
+                            bin_dir=bin_dir,
+                            say=say,
+                            profile_dir=(out / "profiles") if args.profile else None,
+                            profile_seconds=args.profile_seconds,
+                        )
                 except (DevClusterError, OSError, RuntimeError) as err:
                     say(f"[{scenario.name} / {key}] FAILED: {err}")
                     traceback.print_exc()
@@ -205,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     run_cmd.add_argument("--arms", help="comma-separated subset of the scenario's arms")
     run_cmd.add_argument("--workdir", help="keep control-plane state and logs here")
     run_cmd.add_argument("--keep", action="store_true", help="keep each arm's state and logs")
+    run_cmd.add_argument("--profile", action="store_true", help="profile each arm's window")
+    run_cmd.add_argument("--profile-seconds", type=float, default=10.0)
     run_cmd.set_defaults(func=run)
     rep = sub.add_parser("report", help="re-render report.md and plots from DIR/results.json")
     rep.add_argument("dir")

@@ -40,6 +40,7 @@ from experiments.components import (
 )
 from experiments.load import BindWatcher, create_pods, finish
 from experiments.outage import LEASE_NAMESPACE, SCHEDULER_NAME, Reconciler, start_reconciler
+from experiments.profiling import PROFILED, WindowProfiler
 from experiments.promtext import Histogram, Samples, api_writes, delta
 from experiments.quality import assess
 from experiments.scenario import ENABLED_LABEL, Scenario
@@ -302,12 +303,14 @@ def run_arm(
     bin_dir: Path | None = None,
     say: Callable[[str], None] = lambda _m: None,
     outage: OutagePlan | None = None,
+    profile_dir: Path | None = None,
+    profile_seconds: float = 10.0,
 ) -> dict[str, Any]:
     """Run one arm; returns its JSON-ready result (per-pod columns and run figures)."""
     timings: dict[str, float] = {}
     started = time.monotonic()
     say(f"[{scenario.name} / {arm.key}] starting the control plane")
-    with DevCluster.start(workdir, bin_dir=bin_dir) as cluster:
+    with DevCluster.start(workdir, bin_dir=bin_dir, profiling=profile_dir is not None) as cluster:
         timings["controlPlaneSeconds"] = round(time.monotonic() - started, 2)
         pool = max(8, scenario.arrival.clients + 2)
         kube = Kube(cluster.kubeconfig, pool_size=pool)
@@ -342,6 +345,12 @@ def run_arm(
             cpu_before = probes.cpu_seconds(parts.pids(cluster))
             self_before = _self_cpu()
             load_before = os.getloadavg()[0]
+            profiler = None
+            if profile_dir is not None:
+                ours = {k: v for k, v in parts.pids(cluster).items() if k in PROFILED}
+                prefix = f"{scenario.name}-{arm.key}"
+                profiler = WindowProfiler(cluster, ours, profile_dir, prefix, profile_seconds)
+                profiler.start()
             t0 = clock()
             deadline = t0 + scenario.deadline_seconds
             say(f"[{scenario.name} / {arm.key}] creating {len(manifests)} pods "
@@ -397,6 +406,8 @@ def run_arm(
             say(f"[{scenario.name} / {arm.key}] {sum(r.bound is not None for r in records)}"
                 f"/{len(records)} bound in {t_end - t0:.1f}s; collecting")  # fmt: skip
             final = kube.get(f"/api/v1/namespaces/{scenario.namespace}/pods")["items"]
+            if profiler is not None:
+                extra["profile"] = profiler.finish()
             columns = Columns(
                 names=tuple(r.name for r in records),
                 sent=tuple(r.sent - t0 for r in records),
