@@ -333,6 +333,7 @@ def run_arm(
             parts = start_components(cluster, kube, scenario, arm, say)
             timings["componentsSeconds"] = round(time.monotonic() - mark, 2)
             idle = kubelets.idle(cluster, parts.pids(cluster), say) if scenario.kubelets else {}
+            pinning = probes.pin_arm(parts.pids(cluster))
             manifests = scenario.pod_manifests()
             if arm.outage:  # the reconciler is these pods' fallback scheduler
                 for manifest in manifests:
@@ -447,6 +448,7 @@ def run_arm(
                     "after": round(os.getloadavg()[0], 2),
                 },
                 "cpuSeconds": cpu,
+                "pinning": pinning,
                 "timings": timings,
                 "quality": assess(nodes, final).to_dict() if arm.binds else None,
                 "pods": columns.to_dict(),
