@@ -63,7 +63,10 @@ def test_the_table_puts_the_arms_side_by_side_with_ratios() -> None:
 def test_the_headline_states_the_webhook_against_the_ceiling_and_kube_scheduler() -> None:
     lines = headline(BLOCK)
 
-    assert lines[0].startswith("webhook nodeName placement: 500.0 pods/s bound = 0.50×")
+    assert lines[0].startswith(
+        "webhook nodeName placement: 15.00 CPU ms per pod bound = 1.00× kube-scheduler's"
+    )
+    assert "500.0 pods/s bound = 0.50× the raw create ceiling" in lines[0]
     assert "2.00× kube-scheduler" in lines[0]
 
 
