@@ -30,7 +30,7 @@ from webhook.cluster.source import ClusterSource
 from webhook.cluster.view import Reservation
 from webhook.events import EventRecorder, EventSink, scheduled
 from webhook.kube import Requester
-from webhook.policy.profile import Policy
+from webhook.policy.profile import PlacementSettings, Policy
 from webhook.serving.endpoints import EndpointServer, MetricsSettings, metrics_server
 from webhook.serving.framing import FramingLimits
 from webhook.serving.memory import freeze_periodically
@@ -90,14 +90,16 @@ def build_snapshot_app(
 
 
 def scheduled_announcer(
-    events: EventSink, mode: str
+    events: EventSink, placement: PlacementSettings
 ) -> Callable[[Mapping[str, Any], Reservation], None] | None:
     """A `Scheduled` event for each pod we placed by `spec.nodeName`, once the watch has it.
 
     In nodeAffinity mode the scheduler that binds the pod writes its own; the
-    fallback binder writes its own too.
+    fallback binder writes its own too. PlacementPolicy `scheduledEvents: false`
+    writes none: an event is one more API write per pod, and client-go's event
+    correlator would not merge them (each is about a different pod).
     """
-    if mode != "nodeName":
+    if placement.mode != "nodeName" or not placement.scheduled_events:
         return None
     recorder = EventRecorder(events, instance=f"placement-webhook-{socket.gethostname()}")
 

@@ -112,6 +112,9 @@ _PLACEMENT_FIELDS: Final = frozenset(
         "schedulerName",
         "reservationTTLSeconds",
         "reservationGraceSeconds",
+        "decisionAnnotations",
+        "scheduledEvents",
+        "copyTopologyLabels",
         "maxUnconfirmedShare",
         "conflictPolicy",
     }
@@ -168,6 +171,10 @@ class Profile:
         return None
 
 
+#: How much of a decision the annotations carry (PlacementPolicy decisionAnnotations).
+DECISION_DETAIL: Final = ("full", "summary", "minimal")
+
+
 @dataclass(frozen=True)
 class PlacementSettings:
     mode: str = "nodeName"
@@ -183,6 +190,15 @@ class PlacementSettings:
     reservations whose pods have not appeared yet may hold at once."""
     conflict_policy: str = "report"
     """report | evict: what to do when an overcommitted node is detected."""
+    decision_annotations: str = "summary"
+    """full | summary | minimal: how much of the decision each pod carries into etcd
+    and every watcher (full: kube-scheduler-simulator's per-node results)."""
+    scheduled_events: bool = True
+    """Write kube-scheduler's `Scheduled` event for each pod placed by nodeName."""
+    copy_topology_labels: bool = True
+    """In nodeName mode, copy the node's zone and region labels onto the pod, as the
+    API server's PodTopologyLabels admission does after us (its change otherwise
+    makes the API server call the webhook a second time for every pod)."""
 
 
 @dataclass(frozen=True)
@@ -540,12 +556,21 @@ def _placement(cfg: Mapping[str, Any], doc: _Doc) -> PlacementSettings:
     conflict = cfg.get("conflictPolicy", "report")
     if conflict not in ("report", "evict"):
         raise doc.error("conflictPolicy", f"must be report or evict, got {conflict!r}")
+    detail = cfg.get("decisionAnnotations", "summary")
+    if detail not in DECISION_DETAIL:
+        raise doc.error("decisionAnnotations", f"must be full, summary or minimal, got {detail!r}")
+    for name in ("scheduledEvents", "copyTopologyLabels"):
+        if not isinstance(cfg.get(name, True), bool):
+            raise doc.error(name, f"must be true or false, got {cfg[name]!r}")
     return PlacementSettings(
         mode=str(mode),
         scheduler_name=sched,
         reservation_grace_seconds=float(grace),
         max_unconfirmed_share=float(share),
         conflict_policy=str(conflict),
+        decision_annotations=str(detail),
+        scheduled_events=bool(cfg.get("scheduledEvents", True)),
+        copy_topology_labels=bool(cfg.get("copyTopologyLabels", True)),
     )
 
 
