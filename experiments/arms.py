@@ -13,11 +13,15 @@
   Node objects.
 - F: arm B with the webhook stopped part way (failurePolicy Ignore lets pods
   through unplaced) and the reconciler placing what was left pending.
+- B0: arm B as it was before issue 13's settings (no topology labels, so the
+  API server calls the webhook twice per pod): the before of a side-by-side run.
+- BL: arm B, lean: minimal decision annotations and no Scheduled events.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,8 @@ class Arm:
     extender: bool = False
     node_cache_capable: bool = True
     outage: bool = False
+    placement: tuple[tuple[str, Any], ...] = ()
+    """PlacementPolicy fields of the webhook beyond its mode (the arm's settings)."""
 
     @property
     def binds(self) -> bool:
@@ -53,5 +59,17 @@ ARMS = {
             node_cache_capable=False,
         ),
         Arm("F", "webhook nodeName, outage + reconciler", webhook="nodeName", outage=True),
+        Arm(
+            "B0",
+            "webhook nodeName, no topology labels (called twice per pod)",
+            webhook="nodeName",
+            placement=(("copyTopologyLabels", False),),
+        ),
+        Arm(
+            "BL",
+            "webhook nodeName, minimal annotations, no Scheduled events",
+            webhook="nodeName",
+            placement=(("decisionAnnotations", "minimal"), ("scheduledEvents", False)),
+        ),
     )
 }

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments.scenario import ARM_KEYS
 from experiments.stats import Columns, bound_over_time, cdf
 
 PLACEMENT_CPU = ("kube-apiserver", "etcd", "kube-scheduler", "webhook", "extender", "reconciler")
@@ -187,7 +188,7 @@ def _kubelet_rows() -> list[Row]:
 
 def scenario_table(block: Mapping[str, Any]) -> str:
     arms = block["arms"]
-    keys = [k for k in ("ceiling", "A", "B", "C", "D", "E", "F") if k in arms]
+    keys = [k for k in ARM_KEYS if k in arms]
     ceiling = throughput(arms["ceiling"]) if "ceiling" in arms else None
     base_a = throughput(arms["A"]) if "A" in arms else None
     cpu_a = cpu_ms_per_pod(arms["A"]) if "A" in arms else None

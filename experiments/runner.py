@@ -141,7 +141,7 @@ def start_components(
     try:
         if arm.webhook is not None:
             policy = workdir / "webhook-policy.yaml"
-            policy.write_text(scenario.policy_text(arm.webhook))
+            policy.write_text(scenario.policy_text(arm.webhook, dict(arm.placement)))
             say(f"starting the webhook ({arm.webhook} mode)")
             hook = start_webhook(cluster, policy=policy, extra_args=["--log-level", "warning"])
             parts.webhook = hook
