@@ -16,6 +16,8 @@
 - B0: arm B as it was before issue 13's settings (no topology labels, so the
   API server calls the webhook twice per pod): the before of a side-by-side run.
 - BL: arm B, lean: minimal decision annotations and no Scheduled events.
+- B2: arm B as deployed: two replicas behind a round-robin balancer; the one
+  holding the Lease decides, the other forwards its half of the reviews.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ class Arm:
     outage: bool = False
     placement: tuple[tuple[str, Any], ...] = ()
     """PlacementPolicy fields of the webhook beyond its mode (the arm's settings)."""
+    replicas: int = 1
+    """Webhook replicas (more than one: behind the dev cluster's balancer)."""
 
     @property
     def binds(self) -> bool:
@@ -64,6 +68,9 @@ ARMS = {
             "webhook nodeName, no topology labels (called twice per pod)",
             webhook="nodeName",
             placement=(("copyTopologyLabels", False),),
+        ),
+        Arm(
+            "B2", "webhook nodeName, two replicas behind a balancer", webhook="nodeName", replicas=2
         ),
         Arm(
             "BL",

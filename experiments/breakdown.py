@@ -6,7 +6,8 @@ rule order) one of whose patterns occurs in any of its frames, so a cause is
 everything done on behalf of it, callees included. `per_pod` turns weights
 into milliseconds per pod.
 
-    python -m experiments.breakdown FILE.pprof|FILE.pyspy [--pods N] [--rules apiserver|webhook]
+    python -m experiments.breakdown FILE.pprof|FILE.pyspy [--rules apiserver|webhook]
+        [--pods N | --per-pod-ms MS]
 """
 
 from __future__ import annotations
@@ -110,19 +111,37 @@ def attribute(stacks: Iterable[Stack], rules: Sequence[Rule]) -> dict[str, float
     return dict(out)
 
 
-def table(shares: dict[str, float], *, unit: float, pods: int | None, label: str) -> str:
-    """A markdown table of causes: total and, with `pods`, milliseconds per pod."""
+def table(
+    shares: dict[str, float],
+    *,
+    unit: float,
+    pods: int | None,
+    label: str,
+    per_pod_ms: float | None = None,
+) -> str:
+    """A markdown table of causes: total and, with `pods`, milliseconds per pod.
+
+    `per_pod_ms` (a process's CPU per pod from an unprofiled run) spreads that
+    figure over the causes by their shares: a profile's window rarely covers
+    exactly the pods it is divided by, and profiling slows what it watches.
+    """
     total = sum(shares.values()) or 1.0
-    lines = [f"| {label} | ms total | share |" + (" ms per pod |" if pods else "")]
-    lines.append("|---|---:|---:|" + ("---:|" if pods else ""))
+    extra = " ms per pod |" if pods or per_pod_ms else ""
+    lines = [f"| {label} | ms total | share |" + extra]
+    lines.append("|---|---:|---:|" + ("---:|" if extra else ""))
     for cause, weight in sorted(shares.items(), key=lambda kv: -kv[1]):
         ms = weight * unit * 1000
         row = f"| {cause} | {ms:,.0f} | {weight / total:.0%} |"
-        if pods:
+        if per_pod_ms is not None:
+            row += f" {per_pod_ms * weight / total:.2f} |"
+        elif pods:
             row += f" {ms / pods:.3f} |"
         lines.append(row)
     ms = total * unit * 1000
-    lines.append(f"| **total** | {ms:,.0f} | 100% |" + (f" {ms / pods:.3f} |" if pods else ""))
+    last = (
+        f" {per_pod_ms:.2f} |" if per_pod_ms is not None else f" {ms / pods:.3f} |" if pods else ""
+    )
+    lines.append(f"| **total** | {ms:,.0f} | 100% |" + last)
     return "\n".join(lines)
 
 
@@ -152,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.breakdown", description=__doc__)
     parser.add_argument("file")
     parser.add_argument("--pods", type=int, help="divide by this many pods")
+    parser.add_argument(
+        "--per-pod-ms", type=float, help="spread this CPU ms per pod (unprofiled) by share"
+    )
     parser.add_argument("--rules", choices=sorted(RULES), help="attribute to causes")
     parser.add_argument("--top", action="store_true", help="print the heaviest frames")
     args = parser.parse_args(argv)
@@ -166,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_top_text(stacks, unit=unit))
     if args.rules:
         shares = attribute(stacks, RULES[args.rules])
-        print(table(shares, unit=unit, pods=args.pods, label="cause"))
+        print(table(shares, unit=unit, pods=args.pods, label="cause", per_pod_ms=args.per_pod_ms))
     return 0
 
 

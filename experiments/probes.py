@@ -89,7 +89,7 @@ def apiserver_metrics(cluster: DevCluster, timeout: float = 10.0) -> str:
 
 #: The control plane's processes; everything that places pods is on the other core.
 CONTROL_PLANE = frozenset({"etcd", "kube-apiserver", "kube-controller-manager"})
-PLACING = frozenset({"kube-scheduler", "webhook", "extender", "reconciler"})
+PLACING = frozenset({"kube-scheduler", "webhook", "webhook-follower", "extender", "reconciler"})
 
 
 def pin(pid: int, cpus: set[int]) -> None:

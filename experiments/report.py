@@ -17,7 +17,10 @@ from typing import Any
 from experiments.scenario import ARM_KEYS
 from experiments.stats import Columns, bound_over_time, cdf
 
-PLACEMENT_CPU = ("kube-apiserver", "etcd", "kube-scheduler", "webhook", "extender", "reconciler")
+PLACEMENT_CPU = (
+    "kube-apiserver", "etcd", "kube-scheduler", "webhook", "webhook-follower", "extender",
+    "reconciler",
+)  # fmt: skip
 
 
 def _num(value: Any, digits: int = 1) -> str:
@@ -124,6 +127,7 @@ def _rows(ceiling: float | None, base_a: float | None, cpu_a: float | None = Non
         ("CPU s etcd", cpu("etcd")),
         ("CPU s kube-scheduler", cpu("kube-scheduler")),
         ("CPU s webhook", cpu("webhook")),
+        ("CPU s webhook follower (arm B2)", cpu("webhook-follower")),
         ("CPU s extender", cpu("extender")),
         ("CPU s load generator", cpu("runner")),
         ("CPU s reconciler", cpu("reconciler")),

@@ -49,7 +49,9 @@ from webhook.devcluster import DevCluster, DevClusterError
 from webhook.devcluster.objects import create_node, ensure_namespace, pod_manifest
 from webhook.devcluster.webhook import (
     WebhookProcess,
+    WebhookSet,
     register_webhook,
+    start_replicas,
     start_webhook,
     wait_until_effective,
 )
@@ -70,6 +72,8 @@ class Components:
 
     def __init__(self) -> None:
         self.webhook: WebhookProcess | None = None
+        """The webhook, or the leader of `replicas` (whose /metrics the run reads)."""
+        self.replicas: WebhookSet | None = None
         self.extender: ExtenderProcess | None = None
         self.reconciler: Reconciler | None = None
         self.scheduler = False
@@ -80,6 +84,9 @@ class Components:
         pids = {name: c.pid for name, c in cluster.components.items()}
         if self.webhook is not None:
             pids["webhook"] = self.webhook.process.pid
+        for member in self.replicas.members if self.replicas is not None else ():
+            if member is not self.webhook:
+                pids["webhook-follower"] = member.process.pid
         if self.extender is not None:
             pids["extender"] = self.extender.process.pid
         if self.reconciler is not None:
@@ -87,6 +94,9 @@ class Components:
         return pids
 
     def stop(self, grace: float = 2.0) -> None:
+        if self.replicas is not None:
+            with contextlib.suppress(Exception):
+                self.replicas.stop(grace=grace)
         for process in (self.webhook, self.extender):
             if process is not None:
                 with contextlib.suppress(Exception):
@@ -142,11 +152,19 @@ def start_components(
         if arm.webhook is not None:
             policy = workdir / "webhook-policy.yaml"
             policy.write_text(scenario.policy_text(arm.webhook, dict(arm.placement)))
-            say(f"starting the webhook ({arm.webhook} mode)")
-            hook = start_webhook(cluster, policy=policy, extra_args=["--log-level", "warning"])
-            parts.webhook = hook
+            say(f"starting the webhook ({arm.webhook} mode, {arm.replicas} replica(s))")
+            quiet = ["--log-level", "warning"]
+            if arm.replicas > 1:
+                replicas = start_replicas(cluster, arm.replicas, policy=policy, extra_args=quiet)
+                parts.replicas = replicas
+                parts.webhook = replicas.leader()
+                served: WebhookProcess | WebhookSet = replicas
+            else:
+                parts.webhook = served = start_webhook(cluster, policy=policy, extra_args=quiet)
+            hook = parts.webhook
+            assert hook is not None
             _wait(lambda: hook.get("/readyz")[1].get("nodes") == nodes, 300, "webhook cache")
-            register_webhook(kube, hook)
+            register_webhook(kube, served)
             wait_until_effective(kube, scenario.namespace, timeout=60)
             if arm.outage:
                 say("starting the reconciler")

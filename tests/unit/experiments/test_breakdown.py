@@ -41,3 +41,9 @@ def test_pyspy_raw_lines_and_per_pod_table(tmp_path: Path):
     text = table({"serve": 30.0, "parse": 10.0}, unit=0.005, pods=10, label="cause")
     assert "| serve | 150 | 75% | 15.000 |" in text
     assert "| **total** | 200 | 100% | 20.000 |" in text
+
+
+def test_an_unprofiled_per_pod_figure_is_spread_by_share():
+    text = table({"a": 3.0, "b": 1.0}, unit=1.0, pods=None, label="cause", per_pod_ms=8.0)
+    assert "| a | 3,000 | 75% | 6.00 |" in text
+    assert "| **total** | 4,000 | 100% | 8.00 |" in text
