@@ -133,7 +133,12 @@ def _full_annotations(decision: Decision, filters: tuple[str, ...]) -> dict[str,
 
 
 def topology_label_ops(pod: Mapping[str, Any], labels: Mapping[str, str]) -> list[PatchOperation]:
-    """Ops that set `labels` on the pod, creating metadata.labels when absent."""
+    """Ops that set `labels` on the pod, creating metadata.labels when absent.
+
+    Undoing a placement leaves them, as it leaves the ones PodTopologyLabels
+    adds on the reinvocation pass; the binding that places the pod later
+    overwrites them with its node's.
+    """
     if not labels:
         return []
     existing = (pod.get("metadata") or {}).get("labels")

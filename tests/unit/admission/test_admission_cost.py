@@ -115,3 +115,22 @@ def test_the_policy_file_sets_them_and_refuses_bad_values() -> None:
         load_policy(doc + "decisionAnnotations: everything\n")
     with pytest.raises(PolicyError, match="scheduledEvents"):
         load_policy(doc + "scheduledEvents: 'no'\n")
+
+
+def test_a_pod_moved_on_reinvocation_gets_the_new_nodes_zone() -> None:
+    view = make_view([node("a", cpu="2", **{ZONE: "za"}), node("b", cpu="4", **{ZONE: "zb"})])
+    client = create_app(Placer(view, Policy(default_policy().profiles), PlacerSettings()))
+    first = patched(
+        pod(cpu="1500m"), post(client.test_client(), review(pod(cpu="1500m"))).get_json()
+    )
+    first["spec"]["nodeName"] = "a"  # as if the first choice was the small node
+    first["metadata"]["annotations"][SELECTED_NODE] = "a"
+    first["metadata"]["labels"][ZONE] = "za"
+    first["spec"]["containers"].append(
+        {"name": "proxy", "image": "proxy", "resources": {"requests": {"cpu": "1"}}}
+    )
+
+    moved = patched(first, post(client.test_client(), review(first, uid="u2")).get_json())
+
+    assert moved["spec"]["nodeName"] == "b"
+    assert moved["metadata"]["labels"][ZONE] == "zb"
