@@ -16,6 +16,7 @@
 - B0: arm B as it was before issue 13's settings (no topology labels, so the
   API server calls the webhook twice per pod): the before of a side-by-side run.
 - BL: arm B, lean: minimal decision annotations and no Scheduled events.
+- BE: arm B without Scheduled events only (BL's two settings apart).
 - B2: arm B as deployed: two replicas behind a round-robin balancer; the one
   holding the Lease decides, the other forwards its half of the reviews.
 """
@@ -71,6 +72,12 @@ ARMS = {
         ),
         Arm(
             "B2", "webhook nodeName, two replicas behind a balancer", webhook="nodeName", replicas=2
+        ),
+        Arm(
+            "BE",
+            "webhook nodeName, no Scheduled events",
+            webhook="nodeName",
+            placement=(("scheduledEvents", False),),
         ),
         Arm(
             "BL",

@@ -49,7 +49,7 @@ from webhook.policy.quantity import quantity_milli, quantity_value
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 TOPOLOGY_ALIASES = {"zone": ZONE, "hostname": HOSTNAME}
-ARM_KEYS = ("ceiling", "A", "B0", "B", "B2", "BL", "C", "D", "E", "F")
+ARM_KEYS = ("ceiling", "A", "B0", "B", "B2", "BE", "BL", "C", "D", "E", "F")
 DEFAULT_ARMS = ("ceiling", "A", "B", "C", "D", "E")
 NAMESPACE = "bench"
 ENABLED_LABEL = "placement-webhook.io/enabled"
