@@ -12,7 +12,9 @@
 - E: the same with nodeCacheCapable false: every call carries the candidate
   Node objects.
 - F: arm B with the webhook stopped part way (failurePolicy Ignore lets pods
-  through unplaced) and the reconciler placing what was left pending.
+  through unplaced) and restarted; once it holds the Lease again its fallback
+  binder places what was left pending (one decision authority: no separate
+  reconciler, which could never take the Lease the webhook holds).
 - B0: arm B as it was before issue 13's settings (no topology labels, so the
   API server calls the webhook twice per pod): the before of a side-by-side run.
 - BL: arm B, lean: minimal decision annotations and no Scheduled events.
@@ -63,7 +65,12 @@ ARMS = {
             extender=True,
             node_cache_capable=False,
         ),
-        Arm("F", "webhook nodeName, outage + reconciler", webhook="nodeName", outage=True),
+        Arm(
+            "F",
+            "webhook nodeName, outage, then its fallback binder",
+            webhook="nodeName",
+            outage=True,
+        ),
         Arm(
             "B0",
             "webhook nodeName, no topology labels (called twice per pod)",

@@ -252,7 +252,8 @@ def outage_section(arm: Mapping[str, Any]) -> str:
         f"Arm F: the webhook was killed at t={o['startedAt']:.2f} s (after {o['sentBefore']} "
         f"pods) and a new one was serving from t={o['endedAt']:.2f} s; {o['sentDuringOutage']} "
         f"pods were created in between. {o['placedAtAdmission']} pods were placed at admission, "
-        f"{o['placedLater']} by the reconciler (create→bound p50 {_num(later.get('p50'))} ms, "
+        f"{o['placedLater']} later by the restarted webhook's fallback binder "
+        f"(create→bound p50 {_num(later.get('p50'))} ms, "
         f"p99 {_num(later.get('p99'))} ms), {o['pending']} were still pending at the end. "
         f"Time to heal (new webhook serving → every pod bound): {heal}."
     )  # fmt: skip

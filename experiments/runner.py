@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -39,7 +38,6 @@ from experiments.components import (
     write_scheduler_config,
 )
 from experiments.load import BindWatcher, create_pods, finish
-from experiments.outage import LEASE_NAMESPACE, SCHEDULER_NAME, Reconciler, start_reconciler
 from experiments.profiling import PROFILED, WindowProfiler
 from experiments.promtext import Histogram, Samples, api_writes, delta
 from experiments.quality import assess
@@ -58,6 +56,7 @@ from webhook.devcluster.webhook import (
 from webhook.extender.config import ExtenderEntry
 from webhook.extender.ratelimit import TokenBucket
 from webhook.kube import ApiError, Kube
+from webhook.policy.marks import SCHEDULER_NAME
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +74,6 @@ class Components:
         """The webhook, or the leader of `replicas` (whose /metrics the run reads)."""
         self.replicas: WebhookSet | None = None
         self.extender: ExtenderProcess | None = None
-        self.reconciler: Reconciler | None = None
         self.scheduler = False
         self.retired_cpu: dict[str, float] = {}
         """CPU seconds of processes stopped during the run (arm F's first webhook)."""
@@ -89,8 +87,6 @@ class Components:
                 pids["webhook-follower"] = member.process.pid
         if self.extender is not None:
             pids["extender"] = self.extender.process.pid
-        if self.reconciler is not None:
-            pids["reconciler"] = self.reconciler.process.pid
         return pids
 
     def stop(self, grace: float = 2.0) -> None:
@@ -101,12 +97,6 @@ class Components:
             if process is not None:
                 with contextlib.suppress(Exception):
                     process.stop(grace=grace)
-        if self.reconciler is not None and self.reconciler.process.poll() is None:
-            self.reconciler.process.terminate()
-            try:
-                self.reconciler.process.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.reconciler.process.kill()
 
 
 def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -166,10 +156,6 @@ def start_components(
             _wait(lambda: hook.get("/readyz")[1].get("nodes") == nodes, 300, "webhook cache")
             register_webhook(kube, served)
             wait_until_effective(kube, scenario.namespace, timeout=60)
-            if arm.outage:
-                say("starting the reconciler")
-                ensure_namespace(kube, LEASE_NAMESPACE)
-                parts.reconciler = start_reconciler(cluster, policy, ["--log-level", "warning"])
         entry = None
         if arm.extender:
             policy = workdir / "extender-policy.yaml"
@@ -353,7 +339,7 @@ def run_arm(
             idle = kubelets.idle(cluster, parts.pids(cluster), say) if scenario.kubelets else {}
             pinning = probes.pin_arm(parts.pids(cluster))
             manifests = scenario.pod_manifests()
-            if arm.outage:  # the reconciler is these pods' fallback scheduler
+            if arm.outage:  # the webhook's fallback binder is these pods' scheduler
                 for manifest in manifests:
                     manifest["spec"]["schedulerName"] = SCHEDULER_NAME
             clock = time.monotonic

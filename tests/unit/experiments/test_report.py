@@ -85,7 +85,7 @@ def test_an_outage_is_described_in_numbers() -> None:
 
     text = outage_section({"outage": outage})
 
-    assert "550 by the reconciler" in text
+    assert "550 later by the restarted webhook's fallback binder" in text
     assert "Time to heal (new webhook serving → every pod bound): 2.50 s" in text
 
 
