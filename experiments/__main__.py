@@ -134,7 +134,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     scenarios = [load_scenario(resolve(name)) for name in args.scenarios]
-    only = set(args.arms.split(",")) if args.arms else None
+    only = tuple(a for a in args.arms.split(",") if a) if args.arms else None
+    unknown = [a for a in only or () if a not in ARMS]
+    if unknown:
+        raise SystemExit(f"unknown arm(s) {', '.join(unknown)} (known: {', '.join(ARMS)})")
     bin_dir = locate_binaries()
     results: dict[str, Any] = {
         "command": "python -m experiments " + shlex.join(sys.argv[1:]),
@@ -153,16 +156,22 @@ def run(args: argparse.Namespace) -> int:
         for scenario in scenarios:
             block: dict[str, Any] = {"scenario": scenario.summary(), "arms": {}, "notes": []}
             results["scenarios"].append(block)
-            for key in scenario.arms:
-                if only is not None and key not in only:
-                    continue
+            for key in only or scenario.arms:
                 arm = ARMS[key]
                 workdir = work / scenario.name / key
                 try:
                     if arm.outage:
                         result = run_outage_arm(scenario, arm, workdir, bin_dir=bin_dir, say=say)
                     else:
-                        result = run_arm(scenario, arm, workdir, bin_dir=bin_dir, say=say)
+                        result = run_arm(
+                            scenario,
+                            arm,
+                            workdir,
+                            bin_dir=bin_dir,
+                            say=say,
+                            profile_dir=(out / "profiles") if args.profile else None,
+                            profile_seconds=args.profile_seconds,
+                        )
                 except (DevClusterError, OSError, RuntimeError) as err:
                     say(f"[{scenario.name} / {key}] FAILED: {err}")
                     traceback.print_exc()
@@ -202,9 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     run_cmd = sub.add_parser("run", help="run scenarios, write results.json, report.md, plots")
     run_cmd.add_argument("scenarios", nargs="+", help="YAML files or bundled scenario names")
     run_cmd.add_argument("--out", required=True, help="output folder")
-    run_cmd.add_argument("--arms", help="comma-separated subset of the scenario's arms")
+    run_cmd.add_argument(
+        "--arms", help="comma-separated arms to run instead of the scenario's (e.g. B0,B,BL)"
+    )
     run_cmd.add_argument("--workdir", help="keep control-plane state and logs here")
     run_cmd.add_argument("--keep", action="store_true", help="keep each arm's state and logs")
+    run_cmd.add_argument("--profile", action="store_true", help="profile each arm's window")
+    run_cmd.add_argument("--profile-seconds", type=float, default=10.0)
     run_cmd.set_defaults(func=run)
     rep = sub.add_parser("report", help="re-render report.md and plots from DIR/results.json")
     rep.add_argument("dir")

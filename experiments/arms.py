@@ -12,12 +12,21 @@
 - E: the same with nodeCacheCapable false: every call carries the candidate
   Node objects.
 - F: arm B with the webhook stopped part way (failurePolicy Ignore lets pods
-  through unplaced) and the reconciler placing what was left pending.
+  through unplaced) and restarted; once it holds the Lease again its fallback
+  binder places what was left pending (one decision authority: no separate
+  reconciler, which could never take the Lease the webhook holds).
+- B0: arm B as it was before issue 13's settings (no topology labels, so the
+  API server calls the webhook twice per pod): the before of a side-by-side run.
+- BL: arm B, lean: minimal decision annotations and no Scheduled events.
+- BE: arm B without Scheduled events only (BL's two settings apart).
+- B2: arm B as deployed: two replicas behind a round-robin balancer; the one
+  holding the Lease decides, the other forwards its half of the reviews.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,10 @@ class Arm:
     extender: bool = False
     node_cache_capable: bool = True
     outage: bool = False
+    placement: tuple[tuple[str, Any], ...] = ()
+    """PlacementPolicy fields of the webhook beyond its mode (the arm's settings)."""
+    replicas: int = 1
+    """Webhook replicas (more than one: behind the dev cluster's balancer)."""
 
     @property
     def binds(self) -> bool:
@@ -52,6 +65,32 @@ ARMS = {
             extender=True,
             node_cache_capable=False,
         ),
-        Arm("F", "webhook nodeName, outage + reconciler", webhook="nodeName", outage=True),
+        Arm(
+            "F",
+            "webhook nodeName, outage, then its fallback binder",
+            webhook="nodeName",
+            outage=True,
+        ),
+        Arm(
+            "B0",
+            "webhook nodeName, no topology labels (called twice per pod)",
+            webhook="nodeName",
+            placement=(("copyTopologyLabels", False),),
+        ),
+        Arm(
+            "B2", "webhook nodeName, two replicas behind a balancer", webhook="nodeName", replicas=2
+        ),
+        Arm(
+            "BE",
+            "webhook nodeName, no Scheduled events",
+            webhook="nodeName",
+            placement=(("scheduledEvents", False),),
+        ),
+        Arm(
+            "BL",
+            "webhook nodeName, minimal annotations, no Scheduled events",
+            webhook="nodeName",
+            placement=(("decisionAnnotations", "minimal"), ("scheduledEvents", False)),
+        ),
     )
 }

@@ -85,3 +85,39 @@ def apiserver_metrics(cluster: DevCluster, timeout: float = 10.0) -> str:
     context.load_cert_chain(cluster.pki / "admin.crt", cluster.pki / "admin.key")
     with urllib.request.urlopen(f"{cluster.server}/metrics", context=context, timeout=timeout) as r:
         return str(r.read().decode())
+
+
+#: The control plane's processes; everything that places pods is on the other core.
+CONTROL_PLANE = frozenset({"etcd", "kube-apiserver", "kube-controller-manager"})
+PLACING = frozenset({"kube-scheduler", "webhook", "webhook-follower", "extender", "reconciler"})
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Run every thread of `pid` and of its descendants on `cpus` (new threads inherit it)."""
+    table = process_table()
+    for target in [pid, *descendants(pid, table)]:
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{target}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(tid), cpus)
+
+
+def pin_arm(pids: dict[str, int]) -> dict[str, list[int]]:
+    """The control plane on the first allowed CPU, the placing component on the others.
+
+    The same split in every arm, so that CPU per pod and pods/s compare placers
+    rather than how the scheduler shared cores with the API server. The load
+    generator and hollow kubelets stay unpinned (on every allowed CPU). With a
+    single allowed CPU nothing is pinned. Returns the CPUs each process got.
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return {}
+    control, placing = {cpus[0]}, set(cpus[1:])
+    out: dict[str, list[int]] = {}
+    for name, pid in pids.items():
+        chosen = control if name in CONTROL_PLANE else placing if name in PLACING else None
+        if chosen is not None:
+            pin(pid, chosen)
+            out[name] = sorted(chosen)
+    return out

@@ -14,9 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments.scenario import ARM_KEYS
 from experiments.stats import Columns, bound_over_time, cdf
 
-PLACEMENT_CPU = ("kube-apiserver", "etcd", "kube-scheduler", "webhook", "extender", "reconciler")
+PLACEMENT_CPU = (
+    "kube-apiserver", "etcd", "kube-scheduler", "webhook", "webhook-follower", "extender",
+    "reconciler",
+)  # fmt: skip
 
 
 def _num(value: Any, digits: int = 1) -> str:
@@ -50,10 +54,22 @@ def _placement_cpu(arm: Mapping[str, Any]) -> float:
     return float(sum(arm["cpuSeconds"].get(k, 0.0) for k in PLACEMENT_CPU))
 
 
+def cpu_ms_per_pod(arm: Mapping[str, Any]) -> float:
+    """The headline cost: control plane + placement CPU per pod bound (ceiling: created)."""
+    return _placement_cpu(arm) * 1000 / max(1, _placed(arm))
+
+
+def _pinning(arm: Mapping[str, Any]) -> str:
+    pinned = arm.get("pinning")
+    if not pinned:
+        return "–" if "pinning" not in arm else "unpinned (one CPU)"
+    return ", ".join(f"{name} {'+'.join(map(str, cpus))}" for name, cpus in sorted(pinned.items()))
+
+
 Row = tuple[str, Callable[[Mapping[str, Any]], str]]
 
 
-def _rows(ceiling: float | None, base_a: float | None) -> list[Row]:
+def _rows(ceiling: float | None, base_a: float | None, cpu_a: float | None = None) -> list[Row]:
     def lat(key: str, q: str) -> Callable[[Mapping[str, Any]], str]:
         return lambda a: _num((a["summary"].get(key) or {}).get(q))
 
@@ -91,6 +107,9 @@ def _rows(ceiling: float | None, base_a: float | None) -> list[Row]:
         ("**pods/s** (bound; ceiling: created)", lambda a: f"**{_num(throughput(a))}**"),
         ("× ceiling", lambda a: _ratio(throughput(a), ceiling)),
         ("× arm A", lambda a: _ratio(throughput(a), base_a)),
+        ("**CPU ms per pod bound** (control plane + placement; ceiling: created)",
+         lambda a: f"**{_num(cpu_ms_per_pod(a), 2)}**"),
+        ("CPU per pod × arm A", lambda a: _ratio(cpu_ms_per_pod(a), cpu_a)),
         ("create request p50 (ms)", lat("createLatencyMs", "p50")),
         ("create request p99 (ms)", lat("createLatencyMs", "p99")),
         ("create→bound p50 (ms)", lat("bindLatencyMs", "p50")),
@@ -108,11 +127,10 @@ def _rows(ceiling: float | None, base_a: float | None) -> list[Row]:
         ("CPU s etcd", cpu("etcd")),
         ("CPU s kube-scheduler", cpu("kube-scheduler")),
         ("CPU s webhook", cpu("webhook")),
+        ("CPU s webhook follower (arm B2)", cpu("webhook-follower")),
         ("CPU s extender", cpu("extender")),
         ("CPU s load generator", cpu("runner")),
         ("CPU s reconciler", cpu("reconciler")),
-        ("CPU ms per pod bound (control plane + placement; ceiling: created)",
-         lambda a: _num(_placement_cpu(a) * 1000 / max(1, _placed(a)), 2)),
         ("nodes used", quality("nodesUsed", 0)),
         ("cpu utilization mean", quality("cpuUtilizationMean")),
         ("cpu utilization stdev", quality("cpuUtilizationStdev")),
@@ -120,6 +138,7 @@ def _rows(ceiling: float | None, base_a: float | None) -> list[Row]:
         ("overcommitted nodes", quality("overcommittedNodes", 0)),
         ("pods violating constraints", violations),
         ("settling after the last bind (s)", lambda a: _num(a.get("settleSeconds"))),
+        ("CPUs each process was pinned to", _pinning),
         ("1-min load average before / after", lambda a: "–" if "loadAverage" not in a else
             f"{a['loadAverage']['before']:.1f} / {a['loadAverage']['after']:.1f}"),
     ]  # fmt: skip
@@ -173,12 +192,13 @@ def _kubelet_rows() -> list[Row]:
 
 def scenario_table(block: Mapping[str, Any]) -> str:
     arms = block["arms"]
-    keys = [k for k in ("ceiling", "A", "B", "C", "D", "E", "F") if k in arms]
+    keys = [k for k in ARM_KEYS if k in arms]
     ceiling = throughput(arms["ceiling"]) if "ceiling" in arms else None
     base_a = throughput(arms["A"]) if "A" in arms else None
+    cpu_a = cpu_ms_per_pod(arms["A"]) if "A" in arms else None
     header = "| | " + " | ".join(f"{k}: {arms[k]['title']}" for k in keys) + " |"
     lines = [header, "|---|" + "---:|" * len(keys)]
-    rows = _rows(ceiling, base_a)
+    rows = _rows(ceiling, base_a, cpu_a)
     if any(arms[k].get("kubelets") for k in keys):
         rows += _kubelet_rows()
     for label, cell in rows:
@@ -194,8 +214,12 @@ def headline(block: Mapping[str, Any]) -> list[str]:
     a = throughput(arms["A"]) if "A" in arms else None
     if "B" in arms and (ceiling or a):
         b = throughput(arms["B"])
+        cost = cpu_ms_per_pod(arms["B"])
+        cost_a = cpu_ms_per_pod(arms["A"]) if "A" in arms else None
         out.append(
-            f"webhook nodeName placement: {_num(b)} pods/s bound = {_ratio(b, ceiling)} the "
+            f"webhook nodeName placement: {_num(cost, 2)} CPU ms per pod bound = "
+            f"{_ratio(cost, cost_a)} kube-scheduler's ({_num(cost_a, 2)} ms); "
+            f"{_num(b)} pods/s bound = {_ratio(b, ceiling)} the "
             f"raw create ceiling ({_num(ceiling)} pods/s) and {_ratio(b, a)} kube-scheduler "
             f"({_num(a)} pods/s)"
         )
@@ -228,7 +252,8 @@ def outage_section(arm: Mapping[str, Any]) -> str:
         f"Arm F: the webhook was killed at t={o['startedAt']:.2f} s (after {o['sentBefore']} "
         f"pods) and a new one was serving from t={o['endedAt']:.2f} s; {o['sentDuringOutage']} "
         f"pods were created in between. {o['placedAtAdmission']} pods were placed at admission, "
-        f"{o['placedLater']} by the reconciler (create→bound p50 {_num(later.get('p50'))} ms, "
+        f"{o['placedLater']} later by the restarted webhook's fallback binder "
+        f"(create→bound p50 {_num(later.get('p50'))} ms, "
         f"p99 {_num(later.get('p99'))} ms), {o['pending']} were still pending at the end. "
         f"Time to heal (new webhook serving → every pod bound): {heal}."
     )  # fmt: skip

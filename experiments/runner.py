@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -39,7 +38,7 @@ from experiments.components import (
     write_scheduler_config,
 )
 from experiments.load import BindWatcher, create_pods, finish
-from experiments.outage import LEASE_NAMESPACE, SCHEDULER_NAME, Reconciler, start_reconciler
+from experiments.profiling import PROFILED, WindowProfiler
 from experiments.promtext import Histogram, Samples, api_writes, delta
 from experiments.quality import assess
 from experiments.scenario import ENABLED_LABEL, Scenario
@@ -48,13 +47,16 @@ from webhook.devcluster import DevCluster, DevClusterError
 from webhook.devcluster.objects import create_node, ensure_namespace, pod_manifest
 from webhook.devcluster.webhook import (
     WebhookProcess,
+    WebhookSet,
     register_webhook,
+    start_replicas,
     start_webhook,
     wait_until_effective,
 )
 from webhook.extender.config import ExtenderEntry
 from webhook.extender.ratelimit import TokenBucket
 from webhook.kube import ApiError, Kube
+from webhook.policy.marks import SCHEDULER_NAME
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +71,9 @@ class Components:
 
     def __init__(self) -> None:
         self.webhook: WebhookProcess | None = None
+        """The webhook, or the leader of `replicas` (whose /metrics the run reads)."""
+        self.replicas: WebhookSet | None = None
         self.extender: ExtenderProcess | None = None
-        self.reconciler: Reconciler | None = None
         self.scheduler = False
         self.retired_cpu: dict[str, float] = {}
         """CPU seconds of processes stopped during the run (arm F's first webhook)."""
@@ -79,23 +82,21 @@ class Components:
         pids = {name: c.pid for name, c in cluster.components.items()}
         if self.webhook is not None:
             pids["webhook"] = self.webhook.process.pid
+        for member in self.replicas.members if self.replicas is not None else ():
+            if member is not self.webhook:
+                pids["webhook-follower"] = member.process.pid
         if self.extender is not None:
             pids["extender"] = self.extender.process.pid
-        if self.reconciler is not None:
-            pids["reconciler"] = self.reconciler.process.pid
         return pids
 
     def stop(self, grace: float = 2.0) -> None:
+        if self.replicas is not None:
+            with contextlib.suppress(Exception):
+                self.replicas.stop(grace=grace)
         for process in (self.webhook, self.extender):
             if process is not None:
                 with contextlib.suppress(Exception):
                     process.stop(grace=grace)
-        if self.reconciler is not None and self.reconciler.process.poll() is None:
-            self.reconciler.process.terminate()
-            try:
-                self.reconciler.process.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.reconciler.process.kill()
 
 
 def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -140,17 +141,21 @@ def start_components(
     try:
         if arm.webhook is not None:
             policy = workdir / "webhook-policy.yaml"
-            policy.write_text(scenario.policy_text(arm.webhook))
-            say(f"starting the webhook ({arm.webhook} mode)")
-            hook = start_webhook(cluster, policy=policy, extra_args=["--log-level", "warning"])
-            parts.webhook = hook
+            policy.write_text(scenario.policy_text(arm.webhook, dict(arm.placement)))
+            say(f"starting the webhook ({arm.webhook} mode, {arm.replicas} replica(s))")
+            quiet = ["--log-level", "warning"]
+            if arm.replicas > 1:
+                replicas = start_replicas(cluster, arm.replicas, policy=policy, extra_args=quiet)
+                parts.replicas = replicas
+                parts.webhook = replicas.leader()
+                served: WebhookProcess | WebhookSet = replicas
+            else:
+                parts.webhook = served = start_webhook(cluster, policy=policy, extra_args=quiet)
+            hook = parts.webhook
+            assert hook is not None
             _wait(lambda: hook.get("/readyz")[1].get("nodes") == nodes, 300, "webhook cache")
-            register_webhook(kube, hook)
+            register_webhook(kube, served)
             wait_until_effective(kube, scenario.namespace, timeout=60)
-            if arm.outage:
-                say("starting the reconciler")
-                ensure_namespace(kube, LEASE_NAMESPACE)
-                parts.reconciler = start_reconciler(cluster, policy, ["--log-level", "warning"])
         entry = None
         if arm.extender:
             policy = workdir / "extender-policy.yaml"
@@ -302,12 +307,14 @@ def run_arm(
     bin_dir: Path | None = None,
     say: Callable[[str], None] = lambda _m: None,
     outage: OutagePlan | None = None,
+    profile_dir: Path | None = None,
+    profile_seconds: float = 10.0,
 ) -> dict[str, Any]:
     """Run one arm; returns its JSON-ready result (per-pod columns and run figures)."""
     timings: dict[str, float] = {}
     started = time.monotonic()
     say(f"[{scenario.name} / {arm.key}] starting the control plane")
-    with DevCluster.start(workdir, bin_dir=bin_dir) as cluster:
+    with DevCluster.start(workdir, bin_dir=bin_dir, profiling=profile_dir is not None) as cluster:
         timings["controlPlaneSeconds"] = round(time.monotonic() - started, 2)
         pool = max(8, scenario.arrival.clients + 2)
         kube = Kube(cluster.kubeconfig, pool_size=pool)
@@ -330,8 +337,9 @@ def run_arm(
             parts = start_components(cluster, kube, scenario, arm, say)
             timings["componentsSeconds"] = round(time.monotonic() - mark, 2)
             idle = kubelets.idle(cluster, parts.pids(cluster), say) if scenario.kubelets else {}
+            pinning = probes.pin_arm(parts.pids(cluster))
             manifests = scenario.pod_manifests()
-            if arm.outage:  # the reconciler is these pods' fallback scheduler
+            if arm.outage:  # the webhook's fallback binder is these pods' scheduler
                 for manifest in manifests:
                     manifest["spec"]["schedulerName"] = SCHEDULER_NAME
             clock = time.monotonic
@@ -342,6 +350,12 @@ def run_arm(
             cpu_before = probes.cpu_seconds(parts.pids(cluster))
             self_before = _self_cpu()
             load_before = os.getloadavg()[0]
+            profiler = None
+            if profile_dir is not None:
+                ours = {k: v for k, v in parts.pids(cluster).items() if k in PROFILED}
+                prefix = f"{scenario.name}-{arm.key}"
+                profiler = WindowProfiler(cluster, ours, profile_dir, prefix, profile_seconds)
+                profiler.start()
             t0 = clock()
             deadline = t0 + scenario.deadline_seconds
             say(f"[{scenario.name} / {arm.key}] creating {len(manifests)} pods "
@@ -397,6 +411,8 @@ def run_arm(
             say(f"[{scenario.name} / {arm.key}] {sum(r.bound is not None for r in records)}"
                 f"/{len(records)} bound in {t_end - t0:.1f}s; collecting")  # fmt: skip
             final = kube.get(f"/api/v1/namespaces/{scenario.namespace}/pods")["items"]
+            if profiler is not None:
+                extra["profile"] = profiler.finish()
             columns = Columns(
                 names=tuple(r.name for r in records),
                 sent=tuple(r.sent - t0 for r in records),
@@ -436,6 +452,7 @@ def run_arm(
                     "after": round(os.getloadavg()[0], 2),
                 },
                 "cpuSeconds": cpu,
+                "pinning": pinning,
                 "timings": timings,
                 "quality": assess(nodes, final).to_dict() if arm.binds else None,
                 "pods": columns.to_dict(),

@@ -49,7 +49,7 @@ from webhook.policy.quantity import quantity_milli, quantity_value
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 TOPOLOGY_ALIASES = {"zone": ZONE, "hostname": HOSTNAME}
-ARM_KEYS = ("ceiling", "A", "B", "C", "D", "E", "F")
+ARM_KEYS = ("ceiling", "A", "B0", "B", "B2", "BE", "BL", "C", "D", "E", "F")
 DEFAULT_ARMS = ("ceiling", "A", "B", "C", "D", "E")
 NAMESPACE = "bench"
 ENABLED_LABEL = "placement-webhook.io/enabled"
@@ -323,12 +323,14 @@ class Scenario:
             "profiles": [profile],
         }
 
-    def policy_text(self, mode: str = "nodeName") -> str:
-        """The webhook's / extender's policy file: the same profile plus the placement mode."""
+    def policy_text(self, mode: str = "nodeName", extra: Mapping[str, Any] | None = None) -> str:
+        """The webhook's / extender's policy file: the same profile plus the placement mode
+        (and an arm's further PlacementPolicy fields)."""
         placement = {
             "apiVersion": "placement-webhook.io/v1alpha1",
             "kind": "PlacementPolicy",
             "mode": mode,
+            **(extra or {}),
         }
         return yaml.safe_dump_all([self.scheduler_config(), placement], sort_keys=False)
 

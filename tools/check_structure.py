@@ -22,9 +22,6 @@ MAX_LINES = 600
 
 #: Import cycles that exist today, each as its sorted set of modules, with the reason.
 CYCLE_EXCEPTIONS: Mapping[frozenset[str], str] = {
-    frozenset({"experiments.outage", "experiments.runner"}): (
-        "issue 13 (performance) splits the runner; the outage arm calls back into it"
-    ),
     frozenset({"webhook.devcluster.cluster", "webhook.devcluster.kubelets"}): (
         "issue 11's hollow kubelets: kubelets.py imports DevCluster lazily; owned by "
         "the devcluster engineer"

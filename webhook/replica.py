@@ -56,7 +56,7 @@ def build_replica(
     Called inside the gunicorn worker, after the fork.
     """
     core = DecisionCore(client, policy, core_settings)
-    core.view.on_fulfilled = scheduled_announcer(client, policy.placement.mode)
+    core.view.on_fulfilled = scheduled_announcer(client, policy.placement)
     core.start()
     placer = Placer(core.view, policy, placer_settings, ready=core.synced)
     forwarder = Forwarder(peers, maxsize=serve.threads)

@@ -1,8 +1,15 @@
 """JSONPatch and decision annotations for a placement decision.
 
-Annotations are shaped like kube-scheduler-simulator's results but bounded:
-the filter result is a count of rejections by reason, and scores are kept for
-the few best nodes only, so a 5,000-node cluster does not produce a 1 MiB pod.
+Every annotation byte is stored in etcd and sent to every pod watcher, so the
+detail is a PlacementPolicy setting (`decisionAnnotations`):
+- summary (default): shaped like kube-scheduler-simulator's results but
+  bounded: the filter result is a count of rejections by reason, and scores
+  are kept for the few best nodes only (a few hundred bytes per pod);
+- full: kube-scheduler-simulator's form, every evaluated node's filter results
+  and every scored node's scores, unbounded (for debugging a policy: tens of
+  KiB per pod at 1,000 nodes);
+- minimal: only the selected node (plus the reservation and any
+  unschedulable message the caller adds), the marks the cluster needs.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ __all__ = [
     "SCORE_RESULT",
     "SELECTED_NODE",
     "SKIPPED",
+    "TOPOLOGY_LABELS",
     "UNSCHEDULABLE",
     "annotation_ops",
     "decision_annotations",
@@ -47,10 +55,14 @@ __all__ = [
     "node_name_ops",
     "placed_by_us",
     "scheduler_name_ops",
+    "topology_label_ops",
     "undo_placement_ops",
     "without_placement",
 ]
 TOP_NODES = 5
+#: The labels the API server's PodTopologyLabels admission copies from a pod's
+#: node onto a pod created with spec.nodeName (its default configuration).
+TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 MAX_ANNOTATION_BYTES = 1024
 
 
@@ -66,8 +78,18 @@ def _bounded(value: Any) -> str:
     return text[: MAX_ANNOTATION_BYTES - 3] + "..."
 
 
-def decision_annotations(decision: Decision) -> dict[str, str]:
-    """The annotations that explain a decision, a few KiB at most."""
+def decision_annotations(
+    decision: Decision, detail: str = "summary", filters: tuple[str, ...] = ()
+) -> dict[str, str]:
+    """The annotations that explain a decision at `detail` (full | summary | minimal).
+
+    `filters` (the profile's filter plugins, in order) lets the full form list
+    the plugins a rejected node passed before the one that rejected it.
+    """
+    if detail == "minimal":
+        return {} if decision.node is None else {SELECTED_NODE: decision.node}
+    if detail == "full":
+        return _full_annotations(decision, filters)
     notes: dict[str, str] = {}
     rejected = dict(sorted(decision.reason_counts.items(), key=lambda kv: (-kv[1], kv[0])))
     notes[FILTER_RESULT] = _bounded(
@@ -86,6 +108,46 @@ def decision_annotations(decision: Decision) -> dict[str, str]:
         )
         notes[FINALSCORE_RESULT] = _bounded({node: s.get("total", 0) for node, s in best})
     return notes
+
+
+def _full_annotations(decision: Decision, filters: tuple[str, ...]) -> dict[str, str]:
+    """kube-scheduler-simulator's filter-result, score-result and finalscore-result."""
+    passed = dict.fromkeys(filters, "passed")
+    filtered: dict[str, dict[str, str]] = {node: dict(passed) for node in decision.feasible_nodes}
+    for node, reasons in decision.node_reasons.items():
+        plugin = decision.node_plugins.get(node, "")
+        before = filters[: filters.index(plugin)] if plugin in filters else ()
+        filtered[node] = {**dict.fromkeys(before, "passed"), plugin: "; ".join(reasons)}
+    notes = {FILTER_RESULT: orjson.dumps(filtered, option=orjson.OPT_SORT_KEYS).decode()}
+    if decision.node is not None:
+        notes[SELECTED_NODE] = decision.node
+    if decision.scores:
+        raw = {n: {k: v for k, v in s.items() if k != "total"} for n, s in decision.scores.items()}
+        weighted = {
+            n: {k: v * decision.weights.get(k, 1) for k, v in s.items()} for n, s in raw.items()
+        }
+        notes[SCORE_RESULT] = orjson.dumps(raw, option=orjson.OPT_SORT_KEYS).decode()
+        notes[FINALSCORE_RESULT] = orjson.dumps(weighted, option=orjson.OPT_SORT_KEYS).decode()
+    return notes
+
+
+def topology_label_ops(pod: Mapping[str, Any], labels: Mapping[str, str]) -> list[PatchOperation]:
+    """Ops that set `labels` on the pod, creating metadata.labels when absent.
+
+    Undoing a placement leaves them, as it leaves the ones PodTopologyLabels
+    adds on the reinvocation pass; the binding that places the pod later
+    overwrites them with its node's.
+    """
+    if not labels:
+        return []
+    existing = (pod.get("metadata") or {}).get("labels")
+    if not isinstance(existing, dict):
+        return [{"op": "add", "path": "/metadata/labels", "value": dict(labels)}]
+    return [
+        {"op": "add", "path": f"/metadata/labels/{_escape(k)}", "value": v}
+        for k, v in labels.items()
+        if existing.get(k) != v
+    ]
 
 
 def annotation_ops(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> list[PatchOperation]:

@@ -183,7 +183,7 @@ class Placer:
         placement = self.view.place(
             view, profile, hold_for=hold_for, seed=request.uid, give_up_at=give_up_at
         )
-        return self._answer(pod, unplaced, scheduler, placement, request.dry_run)
+        return self._answer(pod, unplaced, scheduler, profile, placement)
 
     def hand_off(self, request: AdmissionRequest, why: str) -> Outcome:
         """Admit a pod of ours unplaced, for the fallback binder (or the default scheduler)."""
@@ -239,7 +239,7 @@ class Placer:
         scheduler = bodies.scheduler_name(pod)
         unplaced = without_placement(pod)
         undo = patches.undo_placement_ops(pod)
-        outcome = self._answer(pod, unplaced, scheduler, placement, request.dry_run)
+        outcome = self._answer(pod, unplaced, scheduler, profile, placement)
         if outcome.result == "placed":
             reason = f"moved from {node} to {outcome.node}: a later webhook changed the pod"
             return Outcome(
@@ -254,8 +254,8 @@ class Placer:
         pod: Mapping[str, Any],
         unplaced: Mapping[str, Any],
         scheduler: str,
+        profile: Profile,
         placement: Placement,
-        dry_run: bool,
     ) -> Outcome:
         """The outcome and patch for a fresh decision on `unplaced` (the pod without our marks)."""
         decision = placement.decision
@@ -266,7 +266,9 @@ class Placer:
                 else "too many reservations are waiting for their pods"
             )
             return self._deferred(pod, scheduler, why, decision)
-        notes = patches.decision_annotations(decision)
+        detail = self.policy.placement.decision_annotations
+        filters = tuple(f.name for f in profile.filters) if detail == "full" else ()
+        notes = patches.decision_annotations(decision, detail, filters)
         if decision.code is Code.Skip:
             skipped = {SKIPPED: decision.message[:512]}
             return Outcome(
@@ -289,6 +291,9 @@ class Placer:
             ops += patches.node_affinity_ops(unplaced, decision.node)
         else:
             ops += patches.node_name_ops(decision.node)
+            if self.policy.placement.copy_topology_labels:
+                copied = self.view.node_labels(decision.node, patches.TOPOLOGY_LABELS)
+                ops += patches.topology_label_ops(pod, copied)
         return Outcome(
             "placed",
             f"placed on {decision.node}",

@@ -31,7 +31,7 @@ from webhook.cluster.source import ClusterSource
 from webhook.cluster.view import Reservation
 from webhook.events import EventRecorder, EventSink, scheduled
 from webhook.kube import Requester
-from webhook.policy.placement_policy import Mode
+from webhook.policy.placement_policy import Mode, PlacementSettings
 from webhook.policy.policy_file import Policy
 from webhook.serving.endpoints import EndpointServer, MetricsSettings, metrics_server
 from webhook.serving.framing import FramingLimits
@@ -92,14 +92,16 @@ def build_snapshot_app(
 
 
 def scheduled_announcer(
-    events: EventSink, mode: Mode
+    events: EventSink, placement: PlacementSettings
 ) -> Callable[[Mapping[str, Any], Reservation], None] | None:
     """A `Scheduled` event for each pod we placed by `spec.nodeName`, once the watch has it.
 
     In nodeAffinity mode the scheduler that binds the pod writes its own; the
-    fallback binder writes its own too.
+    fallback binder writes its own too. PlacementPolicy `scheduledEvents: false`
+    writes none: an event is one more API write per pod, and client-go's event
+    correlator would not merge them (each is about a different pod).
     """
-    if mode is not Mode.NODE_NAME:
+    if placement.mode is not Mode.NODE_NAME or not placement.scheduled_events:
         return None
     recorder = EventRecorder(events, instance=f"placement-webhook-{socket.gethostname()}")
 

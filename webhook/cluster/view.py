@@ -214,6 +214,14 @@ class ClusterView:
                 return None
             return dict(self._snapshot.namespace_labels(name))
 
+    def node_labels(self, name: str, keys: Iterable[str]) -> dict[str, str]:
+        """Those of `keys` that node `name` carries, with their values ({} for an unknown node)."""
+        with self._lock:
+            node = self._snapshot.node(name)
+            if node is None:
+                return {}
+            return {k: node.labels[k] for k in keys if k in node.labels}
+
     def reservations(self) -> list[Reservation]:
         with self._lock:
             return list(self._ledger)

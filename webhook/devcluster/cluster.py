@@ -232,11 +232,14 @@ class DevCluster:
         timeout: float = 90.0,
         kubelets: Sequence[kubelets.KubeletSpec] = (),
         network: NodeNetwork | None = None,
+        profiling: bool = False,
     ) -> DevCluster:
         """Start etcd and kube-apiserver (and the optional components) and wait until ready.
 
         `kubelets`: hollow kubelets to start once the API server is ready; returns
-        when their nodes are Ready.
+        when their nodes are Ready. `profiling` serves the API server's /debug/pprof
+        (for `python -m experiments run --profile`); off otherwise, as a hardened
+        API server runs.
         """
         say = progress or (lambda _msg: None)
         folder = Path(workdir).resolve()
@@ -249,7 +252,7 @@ class DevCluster:
             say("starting etcd")
             cluster._start_etcd(own_processes)
             say("starting kube-apiserver")
-            cluster._start_apiserver(own_processes)
+            cluster._start_apiserver(own_processes, profiling=profiling)
             cluster.wait_ready(timeout)
             say(f"kube-apiserver ready at {cluster.server}")
             if scheduler:
@@ -400,7 +403,7 @@ class DevCluster:
             own,
         )
 
-    def _start_apiserver(self, own: bool) -> None:
+    def _start_apiserver(self, own: bool, *, profiling: bool = False) -> None:
         self.apiserver_port = free_port()
         pki = self.pki
         args = [
@@ -422,7 +425,7 @@ class DevCluster:
             "NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--allow-privileged=true",
-            "--profiling=false",
+            f"--profiling={'true' if profiling else 'false'}",
             "--enable-priority-and-fairness=false",
             "--max-requests-inflight=2000",
             "--max-mutating-requests-inflight=1000",

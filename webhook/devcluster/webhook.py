@@ -297,16 +297,19 @@ def wait_until_effective(kube: Kube, namespace: str, timeout: float = 30.0) -> N
     """Wait until the API server calls the webhook (its configuration informer lags).
 
     Probes with server-side dry-run creates, which the webhook answers without
-    reserving anything, until one comes back with a decision annotation.
+    reserving anything, until one comes back decided: placed (selected-node, which
+    every detail of decisionAnnotations writes) or found unschedulable. A handed-off
+    or skipped probe does not count: the webhook answered but did not decide yet.
     """
-    from webhook.admission.patch import FILTER_RESULT
     from webhook.devcluster.objects import pod_manifest
+    from webhook.policy.marks import FILTER_RESULT, SELECTED_NODE, UNSCHEDULABLE
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         probe = pod_manifest(generate_name="webhook-probe-", cpu="1m", memory="1Mi")
         created = kube.create(f"/api/v1/namespaces/{namespace}/pods", probe, dryRun="All")
-        if FILTER_RESULT in ((created.get("metadata") or {}).get("annotations") or {}):
+        notes = (created.get("metadata") or {}).get("annotations") or {}
+        if any(key in notes for key in (SELECTED_NODE, FILTER_RESULT, UNSCHEDULABLE)):
             return
         time.sleep(0.2)
     raise DevClusterError(f"the API server did not call the webhook within {timeout:.0f}s")

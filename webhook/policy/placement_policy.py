@@ -5,10 +5,13 @@ What kube-scheduler has no field for lives here, in a type of its own
 on the pod (`mode`), which profile places the webhook's pods
 (`schedulerName`), how long a reservation waits for its pod
 (`reservationGraceSeconds`), how much of the cluster unconfirmed reservations
-may hold (`maxUnconfirmedShare`), and what to do about an overcommitted node
-(`conflictPolicy`). The choices are enums, so a misspelt mode is a start-up
-error and a comparison with a string that is not a mode cannot compile past
-mypy.
+may hold (`maxUnconfirmedShare`), what to do about an overcommitted node
+(`conflictPolicy`), and what a placement costs the cluster besides the
+decision: how much of it the pod carries (`decisionAnnotations`), whether a
+`Scheduled` event is written (`scheduledEvents`) and whether the node's
+topology labels are copied onto the pod (`copyTopologyLabels`). The
+choices are enums, so a misspelt mode is a start-up error and a comparison
+with a string that is not a mode cannot compile past mypy.
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ from typing import Any, Final, TypeVar
 from webhook.policy.marks import DEFAULT_SCHEDULER
 from webhook.policy.policy_yaml import Document
 
-__all__ = ["PLACEMENT_API", "ConflictPolicy", "Mode", "PlacementSettings", "placement_settings"]
+__all__ = [
+    "PLACEMENT_API",
+    "ConflictPolicy",
+    "DecisionDetail",
+    "Mode",
+    "PlacementSettings",
+    "placement_settings",
+]
 
 PLACEMENT_API: Final = "placement-webhook.io/v1alpha1"
 
@@ -44,6 +54,17 @@ class ConflictPolicy(enum.StrEnum):
     """Reported, and the last-arrived pod we placed is evicted when a controller recreates it."""
 
 
+class DecisionDetail(enum.StrEnum):
+    """How much of a decision each pod carries into etcd and every watcher."""
+
+    FULL = "full"
+    """kube-scheduler-simulator's per-node filter and score results."""
+    SUMMARY = "summary"
+    """The selected node, the filter histogram and the winning scores."""
+    MINIMAL = "minimal"
+    """Only the marks the webhook itself needs (reservation, selected node)."""
+
+
 @dataclass(frozen=True)
 class PlacementSettings:
     mode: Mode = Mode.NODE_NAME
@@ -57,6 +78,13 @@ class PlacementSettings:
     """The largest share of the cluster's cpu, memory or pod slots that
     reservations whose pods have not appeared yet may hold at once."""
     conflict_policy: ConflictPolicy = ConflictPolicy.REPORT
+    decision_annotations: DecisionDetail = DecisionDetail.SUMMARY
+    scheduled_events: bool = True
+    """Write kube-scheduler's `Scheduled` event for each pod placed by nodeName."""
+    copy_topology_labels: bool = True
+    """In nodeName mode, copy the node's zone and region labels onto the pod, as the
+    API server's PodTopologyLabels admission does after us (its change otherwise
+    makes the API server call the webhook a second time for every pod)."""
 
 
 _FIELDS: Final = frozenset(
@@ -70,6 +98,9 @@ _FIELDS: Final = frozenset(
         "reservationGraceSeconds",
         "maxUnconfirmedShare",
         "conflictPolicy",
+        "decisionAnnotations",
+        "scheduledEvents",
+        "copyTopologyLabels",
     }
 )
 
@@ -106,10 +137,16 @@ def placement_settings(cfg: Mapping[str, Any], doc: Document) -> PlacementSettin
     share = cfg.get("maxUnconfirmedShare", 0.5)
     if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
         raise doc.error("maxUnconfirmedShare", f"must be a number in (0, 1], got {share!r}")
+    for name in ("scheduledEvents", "copyTopologyLabels"):
+        if not isinstance(cfg.get(name, True), bool):
+            raise doc.error(name, f"must be true or false, got {cfg[name]!r}")
     return PlacementSettings(
         mode=mode,
         scheduler_name=sched,
         reservation_grace_seconds=float(grace),
         max_unconfirmed_share=float(share),
         conflict_policy=_choice(doc, cfg, "conflictPolicy", ConflictPolicy.REPORT),
+        decision_annotations=_choice(doc, cfg, "decisionAnnotations", DecisionDetail.SUMMARY),
+        scheduled_events=bool(cfg.get("scheduledEvents", True)),
+        copy_topology_labels=bool(cfg.get("copyTopologyLabels", True)),
     )

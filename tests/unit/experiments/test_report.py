@@ -63,7 +63,10 @@ def test_the_table_puts_the_arms_side_by_side_with_ratios() -> None:
 def test_the_headline_states_the_webhook_against_the_ceiling_and_kube_scheduler() -> None:
     lines = headline(BLOCK)
 
-    assert lines[0].startswith("webhook nodeName placement: 500.0 pods/s bound = 0.50×")
+    assert lines[0].startswith(
+        "webhook nodeName placement: 15.00 CPU ms per pod bound = 1.00× kube-scheduler's"
+    )
+    assert "500.0 pods/s bound = 0.50× the raw create ceiling" in lines[0]
     assert "2.00× kube-scheduler" in lines[0]
 
 
@@ -82,7 +85,7 @@ def test_an_outage_is_described_in_numbers() -> None:
 
     text = outage_section({"outage": outage})
 
-    assert "550 by the reconciler" in text
+    assert "550 later by the restarted webhook's fallback binder" in text
     assert "Time to heal (new webhook serving → every pod bound): 2.50 s" in text
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from experiments.arms import ARMS
 from experiments.scenario import HOSTNAME, ZONE, ScenarioError, load_scenario, parse_scenario
 from webhook.policy.policy_file import load_policy
 
@@ -85,6 +86,16 @@ def test_the_policy_carries_the_scenario_profile_and_the_placement_mode() -> Non
     assert policy.placement.mode == "nodeAffinity"
     assert "ImageLocality" not in policy.default_profile.score_weights
     assert docs[0]["profiles"][0]["percentageOfNodesToScore"] == 100
+
+
+def test_an_arms_placement_fields_reach_the_webhooks_policy() -> None:
+    parsed = parse_scenario(scenario())
+    lean = load_policy(parsed.policy_text("nodeName", dict(ARMS["BL"].placement))).placement
+    before = load_policy(parsed.policy_text("nodeName", dict(ARMS["B0"].placement))).placement
+
+    assert (lean.decision_annotations, lean.scheduled_events) == ("minimal", False)
+    assert before.copy_topology_labels is False and before.scheduled_events is True
+    assert load_policy(parsed.policy_text()).placement.copy_topology_labels is True
 
 
 @pytest.mark.parametrize(
