@@ -37,12 +37,13 @@ from experiments.components import (
     start_extender,
     write_scheduler_config,
 )
+from experiments.figures import measure_metrics, outage_figures
 from experiments.load import BindWatcher, create_pods, finish
 from experiments.profiling import PROFILED, WindowProfiler
-from experiments.promtext import Histogram, Samples, api_writes, delta
+from experiments.promtext import Samples
 from experiments.quality import assess
 from experiments.scenario import ENABLED_LABEL, Scenario
-from experiments.stats import Columns, percentile, summarize
+from experiments.stats import Columns, summarize
 from webhook.devcluster import DevCluster, DevClusterError
 from webhook.devcluster.objects import create_node, ensure_namespace, pod_manifest
 from webhook.devcluster.webhook import (
@@ -61,7 +62,6 @@ from webhook.policy.marks import SCHEDULER_NAME
 log = logging.getLogger(__name__)
 
 PROBE_NAMESPACE = "probe"
-WEBHOOK_CONFIGURATION = "pods.placement-webhook.io"
 SETTLE_QUIET_SECONDS = 2.0
 SETTLE_MAX_SECONDS = 60.0
 
@@ -224,79 +224,6 @@ def _settle(kube: Kube, namespace: str) -> float:
             break
         time.sleep(0.25)
     return time.monotonic() - started
-
-
-def _ms(value: float) -> float | None:
-    return None if value != value else round(value * 1000, 3)  # NaN -> None
-
-
-def _histogram(before: Samples, after: Samples, metric: str, /, **labels: str) -> dict[str, Any]:
-    h = Histogram.between(before, after, metric, **labels)
-    return {
-        "count": int(h.count),
-        "meanMs": _ms(h.mean),
-        "p50Ms": _ms(h.quantile(0.5)),
-        "p99Ms": _ms(h.quantile(0.99)),
-    }
-
-
-def measure_metrics(
-    before: dict[str, Samples], after: dict[str, Samples], pods: int
-) -> dict[str, Any]:
-    """API writes, webhook and extender calls between the two scrapes."""
-    api_before, api_after = before["apiserver"], after["apiserver"]
-    writes = api_writes(api_before, api_after)
-    counted = sum(v for k, v in writes.items() if not k.startswith("leases"))
-    out: dict[str, Any] = {
-        "apiWrites": {
-            "total": counted,
-            "perPod": round(counted / pods, 3) if pods else None,
-            "byResource": dict(sorted(writes.items())),
-        }
-    }
-    admission = _histogram(
-        api_before,
-        api_after,
-        "apiserver_admission_webhook_admission_duration_seconds",
-        name=WEBHOOK_CONFIGURATION,
-    )
-    if admission["count"]:
-        fail_open = sum(
-            delta(
-                api_before, api_after, "apiserver_admission_webhook_fail_open_count_total"
-            ).values()
-        )
-        out["admissionWebhook"] = admission | {"failOpen": int(fail_open)}
-    if "webhook" in after:
-        hook_before, hook_after = before.get("webhook", Samples({})), after["webhook"]
-        decisions = {
-            f"{dict(k)['result']}:{dict(k)['reason']}": int(v)
-            for k, v in delta(hook_before, hook_after, "placement_webhook_decisions_total").items()
-            if v
-        }
-        out["webhook"] = _histogram(hook_before, hook_after, "placement_webhook_decision_seconds")
-        out["webhook"]["decisions"] = decisions
-    if "extender" in after:
-        ext_before, ext_after = before["extender"], after["extender"]
-        calls: dict[str, Any] = {}
-        for verb in ("filter", "prioritize", "bind"):
-            results = {
-                dict(k)["result"]: int(v)
-                for k, v in delta(
-                    ext_before, ext_after, "placement_extender_requests_total", verb=verb
-                ).items()
-                if v
-            }
-            body = sum(
-                delta(
-                    ext_before, ext_after, "placement_extender_request_bytes_total", verb=verb
-                ).values()
-            )
-            calls[verb] = _histogram(
-                ext_before, ext_after, "placement_extender_request_seconds", verb=verb
-            ) | {"results": results, "requestBytes": int(body)}
-        out["extender"] = calls
-    return out
 
 
 def run_arm(
@@ -540,30 +467,6 @@ def _outage(
     into["outage"]["endedAt"] = round(clock() - t0, 3)
     say("outage: webhook back and registered")
     done.wait()
-
-
-def outage_figures(records: list[Any], t0: float, outage: dict[str, Any]) -> dict[str, Any]:
-    """Where the pods went around an outage, and how long healing took."""
-    start, end = outage.get("startedAt"), outage.get("endedAt")
-    at_admission = [r for r in records if r.placed_at_create]
-    later = [r for r in records if r.bound is not None and not r.placed_at_create]
-    pending = [r for r in records if r.bound is None]
-    during = [
-        r for r in records if start is not None and end is not None and start <= r.sent - t0 <= end
-    ]
-    last = max((r.bound - t0 for r in records if r.bound is not None), default=None)
-    waits = sorted(r.bound - r.sent for r in later)
-    return {
-        "placedAtAdmission": len(at_admission),
-        "placedLater": len(later),
-        "placedLaterLatencyMs": {
-            "p50": round(percentile(waits, 50) * 1000, 1) if waits else None,
-            "p99": round(percentile(waits, 99) * 1000, 1) if waits else None,
-        },
-        "pending": len(pending),
-        "sentDuringOutage": len(during),
-        "healSeconds": None if pending or last is None or end is None else round(last - end, 3),
-    }
 
 
 def _self_cpu() -> float:

@@ -1,0 +1,112 @@
+"""Run figures from two metric scrapes and from the per-pod records: no I/O.
+
+The runner takes the scrapes and keeps the records; what they amount to (API
+writes per pod, webhook and extender calls, where pods went around an outage)
+is computed here, where a unit test can feed it text and records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments.promtext import Histogram, Samples, api_writes, delta
+from experiments.stats import percentile
+
+WEBHOOK_CONFIGURATION = "pods.placement-webhook.io"
+
+
+def _ms(value: float) -> float | None:
+    return None if value != value else round(value * 1000, 3)  # NaN -> None
+
+
+def _histogram(before: Samples, after: Samples, metric: str, /, **labels: str) -> dict[str, Any]:
+    h = Histogram.between(before, after, metric, **labels)
+    return {
+        "count": int(h.count),
+        "meanMs": _ms(h.mean),
+        "p50Ms": _ms(h.quantile(0.5)),
+        "p99Ms": _ms(h.quantile(0.99)),
+    }
+
+
+def measure_metrics(
+    before: dict[str, Samples], after: dict[str, Samples], pods: int
+) -> dict[str, Any]:
+    """API writes, webhook and extender calls between the two scrapes."""
+    api_before, api_after = before["apiserver"], after["apiserver"]
+    writes = api_writes(api_before, api_after)
+    counted = sum(v for k, v in writes.items() if not k.startswith("leases"))
+    out: dict[str, Any] = {
+        "apiWrites": {
+            "total": counted,
+            "perPod": round(counted / pods, 3) if pods else None,
+            "byResource": dict(sorted(writes.items())),
+        }
+    }
+    admission = _histogram(
+        api_before,
+        api_after,
+        "apiserver_admission_webhook_admission_duration_seconds",
+        name=WEBHOOK_CONFIGURATION,
+    )
+    if admission["count"]:
+        fail_open = sum(
+            delta(
+                api_before, api_after, "apiserver_admission_webhook_fail_open_count_total"
+            ).values()
+        )
+        out["admissionWebhook"] = admission | {"failOpen": int(fail_open)}
+    if "webhook" in after:
+        hook_before, hook_after = before.get("webhook", Samples({})), after["webhook"]
+        decisions = {
+            f"{dict(k)['result']}:{dict(k)['reason']}": int(v)
+            for k, v in delta(hook_before, hook_after, "placement_webhook_decisions_total").items()
+            if v
+        }
+        out["webhook"] = _histogram(hook_before, hook_after, "placement_webhook_decision_seconds")
+        out["webhook"]["decisions"] = decisions
+    if "extender" in after:
+        ext_before, ext_after = before["extender"], after["extender"]
+        calls: dict[str, Any] = {}
+        for verb in ("filter", "prioritize", "bind"):
+            results = {
+                dict(k)["result"]: int(v)
+                for k, v in delta(
+                    ext_before, ext_after, "placement_extender_requests_total", verb=verb
+                ).items()
+                if v
+            }
+            body = sum(
+                delta(
+                    ext_before, ext_after, "placement_extender_request_bytes_total", verb=verb
+                ).values()
+            )
+            calls[verb] = _histogram(
+                ext_before, ext_after, "placement_extender_request_seconds", verb=verb
+            ) | {"results": results, "requestBytes": int(body)}
+        out["extender"] = calls
+    return out
+
+
+def outage_figures(records: list[Any], t0: float, outage: dict[str, Any]) -> dict[str, Any]:
+    """Where the pods went around an outage, and how long healing took."""
+    start, end = outage.get("startedAt"), outage.get("endedAt")
+    at_admission = [r for r in records if r.placed_at_create]
+    later = [r for r in records if r.bound is not None and not r.placed_at_create]
+    pending = [r for r in records if r.bound is None]
+    during = [
+        r for r in records if start is not None and end is not None and start <= r.sent - t0 <= end
+    ]
+    last = max((r.bound - t0 for r in records if r.bound is not None), default=None)
+    waits = sorted(r.bound - r.sent for r in later)
+    return {
+        "placedAtAdmission": len(at_admission),
+        "placedLater": len(later),
+        "placedLaterLatencyMs": {
+            "p50": round(percentile(waits, 50) * 1000, 1) if waits else None,
+            "p99": round(percentile(waits, 99) * 1000, 1) if waits else None,
+        },
+        "pending": len(pending),
+        "sentDuringOutage": len(during),
+        "healSeconds": None if pending or last is None or end is None else round(last - end, 3),
+    }
