@@ -7,10 +7,14 @@ is computed here, where a unit test can feed it text and records.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from experiments.promtext import Histogram, Samples, api_writes, delta
-from experiments.stats import percentile
+from experiments.stats import Columns, percentile
+
+if TYPE_CHECKING:
+    from experiments.load import PodRecord
 
 WEBHOOK_CONFIGURATION = "pods.placement-webhook.io"
 
@@ -86,6 +90,38 @@ def measure_metrics(
             ) | {"results": results, "requestBytes": int(body)}
         out["extender"] = calls
     return out
+
+
+def columns_of(records: Sequence[PodRecord], t0: float, *, kubelets: bool) -> Columns:
+    """The records as columns, times from `t0`; running and rejected only with kubelets."""
+
+    def since(when: float | None) -> float | None:
+        return None if when is None else when - t0
+
+    return Columns(
+        names=tuple(r.name for r in records),
+        sent=tuple(r.sent - t0 for r in records),
+        created=tuple(since(r.created) for r in records),
+        bound=tuple(since(r.bound) for r in records),
+        nodes=tuple(r.node for r in records),
+        errors=tuple(r.error for r in records),
+        running=tuple(since(r.running) for r in records) if kubelets else (),
+        rejected=tuple(r.rejected for r in records) if kubelets else (),
+    )
+
+
+def cpu_spent(
+    before: Mapping[str, float], after: Mapping[str, float], retired: Mapping[str, float]
+) -> dict[str, float]:
+    """CPU seconds per process over the window.
+
+    A process stopped during the window (`retired`, what it spent until then)
+    and replaced under its name adds its successor's whole time.
+    """
+    cpu = {name: round(after.get(name, 0.0) - value, 3) for name, value in before.items()}
+    for name, spent in retired.items():
+        cpu[name] = round(spent + after.get(name, 0.0), 3)
+    return cpu
 
 
 def outage_figures(records: list[Any], t0: float, outage: dict[str, Any]) -> dict[str, Any]:
