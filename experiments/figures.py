@@ -38,58 +38,57 @@ def measure_metrics(
 ) -> dict[str, Any]:
     """API writes, webhook and extender calls between the two scrapes."""
     api_before, api_after = before["apiserver"], after["apiserver"]
-    writes = api_writes(api_before, api_after)
-    counted = sum(v for k, v in writes.items() if not k.startswith("leases"))
-    out: dict[str, Any] = {
-        "apiWrites": {
-            "total": counted,
-            "perPod": round(counted / pods, 3) if pods else None,
-            "byResource": dict(sorted(writes.items())),
-        }
-    }
-    admission = _histogram(
-        api_before,
-        api_after,
-        "apiserver_admission_webhook_admission_duration_seconds",
-        name=WEBHOOK_CONFIGURATION,
-    )
+    out: dict[str, Any] = {"apiWrites": _api_writes(api_before, api_after, pods)}
+    admission = _admission_calls(api_before, api_after)
     if admission["count"]:
-        fail_open = sum(
-            delta(
-                api_before, api_after, "apiserver_admission_webhook_fail_open_count_total"
-            ).values()
-        )
-        out["admissionWebhook"] = admission | {"failOpen": int(fail_open)}
+        out["admissionWebhook"] = admission
     if "webhook" in after:
-        hook_before, hook_after = before.get("webhook", Samples({})), after["webhook"]
-        decisions = {
-            f"{dict(k)['result']}:{dict(k)['reason']}": int(v)
-            for k, v in delta(hook_before, hook_after, "placement_webhook_decisions_total").items()
-            if v
-        }
-        out["webhook"] = _histogram(hook_before, hook_after, "placement_webhook_decision_seconds")
-        out["webhook"]["decisions"] = decisions
+        out["webhook"] = _webhook_decisions(before.get("webhook", Samples({})), after["webhook"])
     if "extender" in after:
         ext_before, ext_after = before["extender"], after["extender"]
-        calls: dict[str, Any] = {}
-        for verb in ("filter", "prioritize", "bind"):
-            results = {
-                dict(k)["result"]: int(v)
-                for k, v in delta(
-                    ext_before, ext_after, "placement_extender_requests_total", verb=verb
-                ).items()
-                if v
-            }
-            body = sum(
-                delta(
-                    ext_before, ext_after, "placement_extender_request_bytes_total", verb=verb
-                ).values()
-            )
-            calls[verb] = _histogram(
-                ext_before, ext_after, "placement_extender_request_seconds", verb=verb
-            ) | {"results": results, "requestBytes": int(body)}
-        out["extender"] = calls
+        out["extender"] = {
+            verb: _extender_calls(ext_before, ext_after, verb)
+            for verb in ("filter", "prioritize", "bind")
+        }
     return out
+
+
+def _api_writes(before: Samples, after: Samples, pods: int) -> dict[str, Any]:
+    """Mutating requests, in total and per pod; lease renewals are listed but not counted."""
+    writes = api_writes(before, after)
+    counted = sum(v for k, v in writes.items() if not k.startswith("leases"))
+    return {
+        "total": counted,
+        "perPod": round(counted / pods, 3) if pods else None,
+        "byResource": dict(sorted(writes.items())),
+    }
+
+
+def _admission_calls(before: Samples, after: Samples) -> dict[str, Any]:
+    """The API server's calls to our webhook configuration, and how many failed open."""
+    metric = "apiserver_admission_webhook_admission_duration_seconds"
+    calls = _histogram(before, after, metric, name=WEBHOOK_CONFIGURATION)
+    fail_open = delta(before, after, "apiserver_admission_webhook_fail_open_count_total")
+    return calls | {"failOpen": int(sum(fail_open.values()))}
+
+
+def _webhook_decisions(before: Samples, after: Samples) -> dict[str, Any]:
+    """The webhook's decision latency, and its decisions by result:reason."""
+    counts = delta(before, after, "placement_webhook_decisions_total")
+    decisions = {f"{dict(k)['result']}:{dict(k)['reason']}": int(v) for k, v in counts.items() if v}
+    return _histogram(before, after, "placement_webhook_decision_seconds") | {
+        "decisions": decisions
+    }
+
+
+def _extender_calls(before: Samples, after: Samples, verb: str) -> dict[str, Any]:
+    """One extender verb's latency, its calls by result and the request bytes it read."""
+    counts = delta(before, after, "placement_extender_requests_total", verb=verb)
+    body = delta(before, after, "placement_extender_request_bytes_total", verb=verb)
+    return _histogram(before, after, "placement_extender_request_seconds", verb=verb) | {
+        "results": {dict(k)["result"]: int(v) for k, v in counts.items() if v},
+        "requestBytes": int(sum(body.values())),
+    }
 
 
 def columns_of(records: Sequence[PodRecord], t0: float, *, kubelets: bool) -> Columns:
