@@ -204,7 +204,7 @@ class Setup:
 
     nodes: list[dict[str, Any]]
     idle: dict[str, Any]
-    pinning: Any
+    pinning: dict[str, list[int]]
     timings: dict[str, float]
 
 
