@@ -28,21 +28,22 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from experiments import kubelets, probes
 from experiments.arms import Arm
+from experiments.bench import Bench, Components
 from experiments.components import (
-    ExtenderProcess,
     start_extender,
     write_scheduler_config,
 )
-from experiments.load import BindWatcher, create_pods, finish
+from experiments.figures import columns_of, cpu_spent, measure_metrics, outage_figures
+from experiments.load import BindWatcher, PodRecord, create_pods, finish
 from experiments.profiling import PROFILED, WindowProfiler
-from experiments.promtext import Histogram, Samples, api_writes, delta
+from experiments.promtext import Samples
 from experiments.quality import assess
 from experiments.scenario import ENABLED_LABEL, Scenario
-from experiments.stats import Columns, percentile, summarize
+from experiments.stats import summarize
 from webhook.devcluster import DevCluster, DevClusterError
 from webhook.devcluster.objects import create_node, ensure_namespace, pod_manifest
 from webhook.devcluster.webhook import (
@@ -61,42 +62,10 @@ from webhook.policy.marks import SCHEDULER_NAME
 log = logging.getLogger(__name__)
 
 PROBE_NAMESPACE = "probe"
-WEBHOOK_CONFIGURATION = "pods.placement-webhook.io"
 SETTLE_QUIET_SECONDS = 2.0
 SETTLE_MAX_SECONDS = 60.0
 
-
-class Components:
-    """What an arm started besides the control plane, and their pids."""
-
-    def __init__(self) -> None:
-        self.webhook: WebhookProcess | None = None
-        """The webhook, or the leader of `replicas` (whose /metrics the run reads)."""
-        self.replicas: WebhookSet | None = None
-        self.extender: ExtenderProcess | None = None
-        self.scheduler = False
-        self.retired_cpu: dict[str, float] = {}
-        """CPU seconds of processes stopped during the run (arm F's first webhook)."""
-
-    def pids(self, cluster: DevCluster) -> dict[str, int]:
-        pids = {name: c.pid for name, c in cluster.components.items()}
-        if self.webhook is not None:
-            pids["webhook"] = self.webhook.process.pid
-        for member in self.replicas.members if self.replicas is not None else ():
-            if member is not self.webhook:
-                pids["webhook-follower"] = member.process.pid
-        if self.extender is not None:
-            pids["extender"] = self.extender.process.pid
-        return pids
-
-    def stop(self, grace: float = 2.0) -> None:
-        if self.replicas is not None:
-            with contextlib.suppress(Exception):
-                self.replicas.stop(grace=grace)
-        for process in (self.webhook, self.extender):
-            if process is not None:
-                with contextlib.suppress(Exception):
-                    process.stop(grace=grace)
+T = TypeVar("T")
 
 
 def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -127,66 +96,69 @@ def _probe_scheduler(kube: Kube) -> None:
     kube.delete(f"{path}/probe", gracePeriodSeconds=0)
 
 
-def start_components(
-    cluster: DevCluster,
-    kube: Kube,
-    scenario: Scenario,
-    arm: Arm,
-    say: Callable[[str], None],
-) -> Components:
-    parts = Components()
-    nodes = scenario.node_count
+def start_components(bench: Bench) -> None:
+    """Start the arm's webhook, extender and kube-scheduler into `bench.parts`, each ready."""
+    arm = bench.arm
+    if arm.webhook is not None:
+        _start_webhook(bench, arm.webhook)
+    entry = _start_extender(bench) if arm.extender else None
+    if arm.scheduler:
+        _start_scheduler(bench, entry)
+
+
+def _start_webhook(bench: Bench, mode: str) -> None:
+    """The webhook (or its replicas), its cache full and its registration in effect."""
+    cluster, arm, parts = bench.cluster, bench.arm, bench.parts
+    policy = cluster.workdir / "webhook-policy.yaml"
+    policy.write_text(bench.scenario.policy_text(mode, dict(arm.placement)))
+    bench.say(f"starting the webhook ({mode} mode, {arm.replicas} replica(s))")
+    quiet = ["--log-level", "warning"]
+    if arm.replicas > 1:
+        replicas = start_replicas(cluster, arm.replicas, policy=policy, extra_args=quiet)
+        parts.replicas = replicas
+        parts.webhook = replicas.leader()
+        served: WebhookProcess | WebhookSet = replicas
+    else:
+        parts.webhook = served = start_webhook(cluster, policy=policy, extra_args=quiet)
+    hook, nodes = parts.webhook, bench.scenario.node_count
+    assert hook is not None
+    _wait(lambda: hook.get("/readyz")[1].get("nodes") == nodes, 300, "webhook cache")
+    register_webhook(bench.kube, served)
+    wait_until_effective(bench.kube, bench.scenario.namespace, timeout=60)
+
+
+def _start_extender(bench: Bench) -> ExtenderEntry:
+    """The extender with the scenario's client limits; returns kube-scheduler's entry for it."""
+    scenario, arm = bench.scenario, bench.arm
     qps, burst = scenario.client.qps, scenario.client.burst
-    workdir = cluster.workdir
-    try:
-        if arm.webhook is not None:
-            policy = workdir / "webhook-policy.yaml"
-            policy.write_text(scenario.policy_text(arm.webhook, dict(arm.placement)))
-            say(f"starting the webhook ({arm.webhook} mode, {arm.replicas} replica(s))")
-            quiet = ["--log-level", "warning"]
-            if arm.replicas > 1:
-                replicas = start_replicas(cluster, arm.replicas, policy=policy, extra_args=quiet)
-                parts.replicas = replicas
-                parts.webhook = replicas.leader()
-                served: WebhookProcess | WebhookSet = replicas
-            else:
-                parts.webhook = served = start_webhook(cluster, policy=policy, extra_args=quiet)
-            hook = parts.webhook
-            assert hook is not None
-            _wait(lambda: hook.get("/readyz")[1].get("nodes") == nodes, 300, "webhook cache")
-            register_webhook(kube, served)
-            wait_until_effective(kube, scenario.namespace, timeout=60)
-        entry = None
-        if arm.extender:
-            policy = workdir / "extender-policy.yaml"
-            policy.write_text(scenario.policy_text())
-            say(f"starting the extender (nodeCacheCapable={arm.node_cache_capable})")
-            parts.extender = start_extender(
-                cluster,
-                policy=policy,
-                nodes=nodes,
-                timeout=300,
-                extra_args=["--log-level", "warning", "--kube-qps", str(qps),
-                            "--kube-burst", str(burst)],
-            )  # fmt: skip
-            entry = ExtenderEntry(parts.extender.url, node_cache_capable=arm.node_cache_capable)
-        if arm.scheduler:
-            config = write_scheduler_config(
-                cluster,
-                workdir / "kube-scheduler.yaml",
-                scenario.scheduler_config(),
-                extender=entry,
-                qps=qps,
-                burst=burst,
-            )
-            say("starting kube-scheduler")
-            cluster.start_scheduler(config)
-            parts.scheduler = True
-            _probe_scheduler(kube)
-    except BaseException:
-        parts.stop()
-        raise
-    return parts
+    policy = bench.cluster.workdir / "extender-policy.yaml"
+    policy.write_text(scenario.policy_text())
+    bench.say(f"starting the extender (nodeCacheCapable={arm.node_cache_capable})")
+    extender = bench.parts.extender = start_extender(
+        bench.cluster,
+        policy=policy,
+        nodes=scenario.node_count,
+        timeout=300,
+        extra_args=["--log-level", "warning", "--kube-qps", str(qps), "--kube-burst", str(burst)],
+    )
+    return ExtenderEntry(extender.url, node_cache_capable=arm.node_cache_capable)
+
+
+def _start_scheduler(bench: Bench, extender: ExtenderEntry | None) -> None:
+    """kube-scheduler with the scenario's profile, proven by binding a probe pod."""
+    scenario, cluster = bench.scenario, bench.cluster
+    config = write_scheduler_config(
+        cluster,
+        cluster.workdir / "kube-scheduler.yaml",
+        scenario.scheduler_config(),
+        extender=extender,
+        qps=scenario.client.qps,
+        burst=scenario.client.burst,
+    )
+    bench.say("starting kube-scheduler")
+    cluster.start_scheduler(config)
+    bench.parts.scheduler = True
+    _probe_scheduler(bench.kube)
 
 
 def _scrape(cluster: DevCluster, parts: Components) -> dict[str, Samples]:
@@ -226,77 +198,53 @@ def _settle(kube: Kube, namespace: str) -> float:
     return time.monotonic() - started
 
 
-def _ms(value: float) -> float | None:
-    return None if value != value else round(value * 1000, 3)  # NaN -> None
+@dataclass(frozen=True)
+class Setup:
+    """What the arm stood on before the window: its nodes, idle figures, pinning, timings."""
+
+    nodes: list[dict[str, Any]]
+    idle: dict[str, Any]
+    pinning: dict[str, list[int]]
+    timings: dict[str, float]
 
 
-def _histogram(before: Samples, after: Samples, metric: str, /, **labels: str) -> dict[str, Any]:
-    h = Histogram.between(before, after, metric, **labels)
-    return {
-        "count": int(h.count),
-        "meanMs": _ms(h.mean),
-        "p50Ms": _ms(h.quantile(0.5)),
-        "p99Ms": _ms(h.quantile(0.99)),
-    }
+@dataclass(frozen=True)
+class Window:
+    """The counters at the window's start (t0): every run figure is a difference from them."""
+
+    t0: float
+    before: dict[str, Samples]
+    cpu_before: dict[str, float]
+    self_before: float
+    load_before: float
+    profiler: WindowProfiler | None
 
 
-def measure_metrics(
-    before: dict[str, Samples], after: dict[str, Samples], pods: int
-) -> dict[str, Any]:
-    """API writes, webhook and extender calls between the two scrapes."""
-    api_before, api_after = before["apiserver"], after["apiserver"]
-    writes = api_writes(api_before, api_after)
-    counted = sum(v for k, v in writes.items() if not k.startswith("leases"))
-    out: dict[str, Any] = {
-        "apiWrites": {
-            "total": counted,
-            "perPod": round(counted / pods, 3) if pods else None,
-            "byResource": dict(sorted(writes.items())),
-        }
-    }
-    admission = _histogram(
-        api_before,
-        api_after,
-        "apiserver_admission_webhook_admission_duration_seconds",
-        name=WEBHOOK_CONFIGURATION,
-    )
-    if admission["count"]:
-        fail_open = sum(
-            delta(
-                api_before, api_after, "apiserver_admission_webhook_fail_open_count_total"
-            ).values()
-        )
-        out["admissionWebhook"] = admission | {"failOpen": int(fail_open)}
-    if "webhook" in after:
-        hook_before, hook_after = before.get("webhook", Samples({})), after["webhook"]
-        decisions = {
-            f"{dict(k)['result']}:{dict(k)['reason']}": int(v)
-            for k, v in delta(hook_before, hook_after, "placement_webhook_decisions_total").items()
-            if v
-        }
-        out["webhook"] = _histogram(hook_before, hook_after, "placement_webhook_decision_seconds")
-        out["webhook"]["decisions"] = decisions
-    if "extender" in after:
-        ext_before, ext_after = before["extender"], after["extender"]
-        calls: dict[str, Any] = {}
-        for verb in ("filter", "prioritize", "bind"):
-            results = {
-                dict(k)["result"]: int(v)
-                for k, v in delta(
-                    ext_before, ext_after, "placement_extender_requests_total", verb=verb
-                ).items()
-                if v
-            }
-            body = sum(
-                delta(
-                    ext_before, ext_after, "placement_extender_request_bytes_total", verb=verb
-                ).values()
-            )
-            calls[verb] = _histogram(
-                ext_before, ext_after, "placement_extender_request_seconds", verb=verb
-            ) | {"results": results, "requestBytes": int(body)}
-        out["extender"] = calls
-    return out
+@dataclass(frozen=True)
+class Load:
+    """The pods' records, when the window ended (last bind) and how long settling took."""
+
+    records: list[PodRecord]
+    t_end: float
+    settled: float
+
+
+@dataclass(frozen=True)
+class End:
+    """The counters after settling and the pods as the API server holds them."""
+
+    after: dict[str, Samples]
+    cpu_after: dict[str, float]
+    self_after: float
+    final: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Profiling:
+    """Where to write each arm's window profile, and how long to profile."""
+
+    out: Path
+    seconds: float
 
 
 def run_arm(
@@ -311,163 +259,209 @@ def run_arm(
     profile_seconds: float = 10.0,
 ) -> dict[str, Any]:
     """Run one arm; returns its JSON-ready result (per-pod columns and run figures)."""
-    timings: dict[str, float] = {}
+    profiling = None if profile_dir is None else Profiling(profile_dir, profile_seconds)
     started = time.monotonic()
     say(f"[{scenario.name} / {arm.key}] starting the control plane")
-    with DevCluster.start(workdir, bin_dir=bin_dir, profiling=profile_dir is not None) as cluster:
-        timings["controlPlaneSeconds"] = round(time.monotonic() - started, 2)
-        pool = max(8, scenario.arrival.clients + 2)
-        kube = Kube(cluster.kubeconfig, pool_size=pool)
-        watch_client = Kube(cluster.kubeconfig, pool_size=2)
-        parts = Components()
-        measured = threading.Event()  # releases the outage thread (see _outage)
-        watcher: BindWatcher | None = None
+    with DevCluster.start(workdir, bin_dir=bin_dir, profiling=profiling is not None) as cluster:
+        timings = {"controlPlaneSeconds": round(time.monotonic() - started, 2)}
+        bench = _open_bench(scenario, arm, cluster, say)
         try:
-            ensure_namespace(kube, scenario.namespace, {ENABLED_LABEL: "true"})
-            mark = time.monotonic()
-            nodes = scenario.node_manifests()
-            if scenario.kubelets:
-                say(f"[{scenario.name} / {arm.key}] starting {len(nodes)} hollow kubelets")
-                kubelets.start(cluster, nodes)
-            else:
-                say(f"[{scenario.name} / {arm.key}] creating {len(nodes)} nodes")
-                create_nodes(kube, nodes)
-            timings["nodesSeconds"] = round(time.monotonic() - mark, 2)
-            mark = time.monotonic()
-            parts = start_components(cluster, kube, scenario, arm, say)
-            timings["componentsSeconds"] = round(time.monotonic() - mark, 2)
-            idle = kubelets.idle(cluster, parts.pids(cluster), say) if scenario.kubelets else {}
-            pinning = probes.pin_arm(parts.pids(cluster))
-            manifests = scenario.pod_manifests()
-            if arm.outage:  # the webhook's fallback binder is these pods' scheduler
-                for manifest in manifests:
-                    manifest["spec"]["schedulerName"] = SCHEDULER_NAME
-            clock = time.monotonic
-            watcher = BindWatcher(watch_client, scenario.namespace, clock)
-            watcher.start()
-            limiter = TokenBucket(scenario.client.qps, scenario.client.burst)
-            before = _scrape(cluster, parts)
-            cpu_before = probes.cpu_seconds(parts.pids(cluster))
-            self_before = _self_cpu()
-            load_before = os.getloadavg()[0]
-            profiler = None
-            if profile_dir is not None:
-                ours = {k: v for k, v in parts.pids(cluster).items() if k in PROFILED}
-                prefix = f"{scenario.name}-{arm.key}"
-                profiler = WindowProfiler(cluster, ours, profile_dir, prefix, profile_seconds)
-                profiler.start()
-            t0 = clock()
-            deadline = t0 + scenario.deadline_seconds
-            say(f"[{scenario.name} / {arm.key}] creating {len(manifests)} pods "
-                f"({scenario.arrival.mode})")  # fmt: skip
+            setup = _set_up(bench, timings)
+            manifests = _pod_manifests(bench)
+            bench.watcher.start()
+            window = _open_window(bench, outage, profiling)
             extra: dict[str, Any] = {}
-            hook_thread = None
-            progress = Progress()
-            if outage is not None:
-                before.pop("webhook", None)  # the webhook answering at the end is a new process
-                hook_thread = threading.Thread(
-                    target=_outage,
-                    args=(cluster, kube, parts, clock, progress, outage, len(manifests)),
-                    kwargs={
-                        "t0": t0,
-                        "cpu_before": cpu_before,
-                        "into": extra,
-                        "say": say,
-                        "namespace": scenario.namespace,
-                        "done": measured,
-                    },
-                    daemon=True,
-                )
-                hook_thread.start()
-            records = create_pods(
-                kube,
-                manifests,
-                scenario.arrival,
-                limiter,
-                watcher,
-                clock,
-                deadline=deadline,
-                on_sent=lambda _i: progress.add(),
-                wait_bound=arm.binds,
-            )
-            if arm.binds:
-                watcher.wait([r.name for r in records], deadline)
-                if scenario.kubelets:  # the kubelets run (or refuse) what was bound
-                    watcher.wait_started([r.name for r in records], deadline)
-            if hook_thread is not None:
-                while "endedAt" not in extra.get("outage", {}) and clock() < deadline:
-                    time.sleep(0.1)
-            t_end = clock()
-            finish(records, watcher)
-            everything_bound = all(r.bound is not None for r in records) or not arm.binds
-            # asynchronous writes (events) belong to this run; past the deadline, the
-            # components are still busy and the window ends now
-            settled = _settle(kube, scenario.namespace) if everything_bound else 0.0
-            finish(records, watcher)
-            watcher.stop()
-            cpu_after = probes.cpu_seconds(parts.pids(cluster))
-            self_after = _self_cpu()
-            after = _scrape(cluster, parts)
-            say(f"[{scenario.name} / {arm.key}] {sum(r.bound is not None for r in records)}"
-                f"/{len(records)} bound in {t_end - t0:.1f}s; collecting")  # fmt: skip
-            final = kube.get(f"/api/v1/namespaces/{scenario.namespace}/pods")["items"]
-            if profiler is not None:
-                extra["profile"] = profiler.finish()
-            columns = Columns(
-                names=tuple(r.name for r in records),
-                sent=tuple(r.sent - t0 for r in records),
-                created=tuple(None if r.created is None else r.created - t0 for r in records),
-                bound=tuple(None if r.bound is None else r.bound - t0 for r in records),
-                nodes=tuple(r.node for r in records),
-                errors=tuple(r.error for r in records),
-                running=tuple(None if r.running is None else r.running - t0 for r in records)
-                if scenario.kubelets
-                else (),
-                rejected=tuple(r.rejected for r in records) if scenario.kubelets else (),
-            )
-            cpu = {
-                name: round(cpu_after.get(name, 0.0) - value, 3)
-                for name, value in cpu_before.items()
-            }
-            for name, retired in parts.retired_cpu.items():
-                cpu[name] = round(retired + cpu_after.get(name, 0.0), 3)
-            cpu["runner"] = round(self_after - self_before, 3)
-            cpu = kubelets.fold_cpu(cpu)
-            if "outage" in extra:
-                extra["outage"] |= outage_figures(records, t0, extra["outage"])
-            metrics = measure_metrics(before, after, len(manifests))
-            if scenario.kubelets:
-                extra["kubelets"] = kubelets.figures(
-                    cluster, kube, scenario.namespace, metrics["apiWrites"]["byResource"],
-                    cpu.get("kubelets", 0.0), len(manifests), idle,
-                )  # fmt: skip
-            result: dict[str, Any] = {
-                "arm": arm.key,
-                "title": arm.title,
-                "summary": summarize(columns, binds=arm.binds),
-                "windowSeconds": round(t_end - t0, 3),
-                "settleSeconds": round(settled, 2),
-                "loadAverage": {
-                    "before": round(load_before, 2),
-                    "after": round(os.getloadavg()[0], 2),
-                },
-                "cpuSeconds": cpu,
-                "pinning": pinning,
-                "timings": timings,
-                "quality": assess(nodes, final).to_dict() if arm.binds else None,
-                "pods": columns.to_dict(),
-                **metrics,
-                **extra,
-            }
-            return result
+            load = _run_load(bench, window, manifests, outage, extra)
+            end = _collect(bench, window, load, extra)
+            return _result(bench, setup, window, load, end, extra)
         finally:
-            if watcher is not None:
-                watcher.stop()
-            parts.stop()
-            measured.set()
-            kube.close()
-            watch_client.close()
-            cluster.stop(grace=2.0)  # measured already: no need for a graceful shutdown
+            _close_bench(bench)
+
+
+def _open_bench(
+    scenario: Scenario, arm: Arm, cluster: DevCluster, say: Callable[[str], None]
+) -> Bench:
+    """The arm's API clients (the creators' pool sized to its threads) and its bind watch."""
+    kube = Kube(cluster.kubeconfig, pool_size=max(8, scenario.arrival.clients + 2))
+    watch_client = Kube(cluster.kubeconfig, pool_size=2)
+    watcher = BindWatcher(watch_client, scenario.namespace, time.monotonic)
+    return Bench(
+        scenario, arm, cluster, kube, watch_client, watcher, Components(), say, threading.Event()
+    )
+
+
+def _close_bench(bench: Bench) -> None:
+    """Stop the watch and every component, release the outage thread, stop the cluster."""
+    bench.watcher.stop()
+    bench.parts.stop()
+    bench.measured.set()
+    bench.kube.close()
+    bench.watch_client.close()
+    bench.cluster.stop(grace=2.0)  # measured already: no need for a graceful shutdown
+
+
+def _set_up(bench: Bench, timings: dict[str, float]) -> Setup:
+    """The namespace, the nodes and the components, each timed; idle figures and pinning."""
+    scenario, cluster = bench.scenario, bench.cluster
+    ensure_namespace(bench.kube, scenario.namespace, {ENABLED_LABEL: "true"})
+    nodes = _timed(timings, "nodesSeconds", lambda: _start_nodes(bench))
+    _timed(timings, "componentsSeconds", lambda: start_components(bench))
+    pids = bench.parts.pids
+    idle = kubelets.idle(cluster, pids(cluster), bench.say) if scenario.kubelets else {}
+    return Setup(nodes, idle, probes.pin_arm(pids(cluster)), timings)
+
+
+def _timed(timings: dict[str, float], key: str, step: Callable[[], T]) -> T:
+    """Run `step`, recording its wall time in seconds under `key`."""
+    mark = time.monotonic()
+    out = step()
+    timings[key] = round(time.monotonic() - mark, 2)
+    return out
+
+
+def _start_nodes(bench: Bench) -> list[dict[str, Any]]:
+    """The scenario's nodes: hollow kubelets when it runs them, else Node objects alone."""
+    nodes = bench.scenario.node_manifests()
+    if bench.scenario.kubelets:
+        bench.tell(f"starting {len(nodes)} hollow kubelets")
+        kubelets.start(bench.cluster, nodes)
+    else:
+        bench.tell(f"creating {len(nodes)} nodes")
+        create_nodes(bench.kube, nodes)
+    return nodes
+
+
+def _pod_manifests(bench: Bench) -> list[dict[str, Any]]:
+    """The scenario's pods; under an outage, the webhook's fallback binder is their scheduler."""
+    manifests = bench.scenario.pod_manifests()
+    if bench.arm.outage:
+        for manifest in manifests:
+            manifest["spec"]["schedulerName"] = SCHEDULER_NAME
+    return manifests
+
+
+def _open_window(bench: Bench, outage: OutagePlan | None, profiling: Profiling | None) -> Window:
+    """Scrape the metrics and CPU counters, start the profiler, then start the clock."""
+    cluster, parts = bench.cluster, bench.parts
+    before = _scrape(cluster, parts)
+    if outage is not None:
+        before.pop("webhook", None)  # the webhook answering at the end is a new process
+    cpu_before = probes.cpu_seconds(parts.pids(cluster))
+    self_before = _self_cpu()
+    load_before = os.getloadavg()[0]
+    profiler = None
+    if profiling is not None:
+        ours = {k: v for k, v in parts.pids(cluster).items() if k in PROFILED}
+        prefix = f"{bench.scenario.name}-{bench.arm.key}"
+        profiler = WindowProfiler(cluster, ours, profiling.out, prefix, profiling.seconds)
+        profiler.start()
+    return Window(bench.clock(), before, cpu_before, self_before, load_before, profiler)
+
+
+def _run_load(
+    bench: Bench,
+    window: Window,
+    manifests: list[dict[str, Any]],
+    outage: OutagePlan | None,
+    extra: dict[str, Any],
+) -> Load:
+    """Create the pods at the scenario's arrival (outage thread alongside); wait, settle."""
+    scenario, arm = bench.scenario, bench.arm
+    deadline = window.t0 + scenario.deadline_seconds
+    bench.tell(f"creating {len(manifests)} pods ({scenario.arrival.mode})")
+    progress = Progress()
+    if outage is not None:
+        job = OutageJob(bench, outage, progress, len(manifests), window, extra)
+        threading.Thread(target=_outage, args=(job,), daemon=True).start()
+    records = create_pods(
+        bench.kube,
+        manifests,
+        scenario.arrival,
+        TokenBucket(scenario.client.qps, scenario.client.burst),
+        bench.watcher,
+        bench.clock,
+        deadline=deadline,
+        on_sent=lambda _i: progress.add(),
+        wait_bound=arm.binds,
+    )
+    _wait_placed(bench, records, deadline)
+    if outage is not None:
+        while "endedAt" not in extra.get("outage", {}) and bench.clock() < deadline:
+            time.sleep(0.1)
+    t_end = bench.clock()
+    return Load(records, t_end, _settle_after(bench, records))
+
+
+def _wait_placed(bench: Bench, records: list[PodRecord], deadline: float) -> None:
+    """Until every pod is bound (and, with kubelets, ran or was refused), or the deadline."""
+    if not bench.arm.binds:
+        return
+    names = [r.name for r in records]
+    bench.watcher.wait(names, deadline)
+    if bench.scenario.kubelets:
+        bench.watcher.wait_started(names, deadline)
+
+
+def _settle_after(bench: Bench, records: list[PodRecord]) -> float:
+    """Fill the records in, wait for the asynchronous writes, stop the watch; the wait."""
+    finish(records, bench.watcher)
+    everything_bound = all(r.bound is not None for r in records) or not bench.arm.binds
+    # asynchronous writes (events) belong to this run; past the deadline, the
+    # components are still busy and the window ends now
+    settled = _settle(bench.kube, bench.scenario.namespace) if everything_bound else 0.0
+    finish(records, bench.watcher)
+    bench.watcher.stop()
+    return settled
+
+
+def _collect(bench: Bench, window: Window, load: Load, extra: dict[str, Any]) -> End:
+    """The counters after settling, the pods as stored, and the window's profile."""
+    cluster, parts, records = bench.cluster, bench.parts, load.records
+    cpu_after = probes.cpu_seconds(parts.pids(cluster))
+    self_after = _self_cpu()
+    after = _scrape(cluster, parts)
+    bench.tell(f"{sum(r.bound is not None for r in records)}/{len(records)} bound in "
+               f"{load.t_end - window.t0:.1f}s; collecting")  # fmt: skip
+    final = bench.kube.get(f"/api/v1/namespaces/{bench.scenario.namespace}/pods")["items"]
+    if window.profiler is not None:
+        extra["profile"] = window.profiler.finish()
+    return End(after, cpu_after, self_after, final)
+
+
+def _result(
+    bench: Bench, setup: Setup, window: Window, load: Load, end: End, extra: dict[str, Any]
+) -> dict[str, Any]:
+    """The arm's JSON-ready result: per-pod columns, run figures, and `extra`'s sections."""
+    scenario, arm, records, t0 = bench.scenario, bench.arm, load.records, window.t0
+    columns = columns_of(records, t0, kubelets=scenario.kubelets)
+    spent = cpu_spent(window.cpu_before, end.cpu_after, bench.parts.retired_cpu)
+    cpu = kubelets.fold_cpu(spent | {"runner": round(end.self_after - window.self_before, 3)})
+    if "outage" in extra:
+        extra["outage"] |= outage_figures(records, t0, extra["outage"])
+    metrics = measure_metrics(window.before, end.after, len(records))
+    if scenario.kubelets:
+        extra["kubelets"] = kubelets.figures(
+            bench.cluster, bench.kube, scenario.namespace, metrics["apiWrites"]["byResource"],
+            cpu.get("kubelets", 0.0), len(records), setup.idle,
+        )  # fmt: skip
+    return {
+        "arm": arm.key,
+        "title": arm.title,
+        "summary": summarize(columns, binds=arm.binds),
+        "windowSeconds": round(load.t_end - t0, 3),
+        "settleSeconds": round(load.settled, 2),
+        "loadAverage": {
+            "before": round(window.load_before, 2),
+            "after": round(os.getloadavg()[0], 2),
+        },
+        "cpuSeconds": cpu,
+        "pinning": setup.pinning,
+        "timings": setup.timings,
+        "quality": assess(setup.nodes, end.final).to_dict() if arm.binds else None,
+        "pods": columns.to_dict(),
+        **metrics,
+        **extra,
+    }
 
 
 @dataclass(frozen=True)
@@ -495,75 +489,61 @@ class Progress:
             return self._cond.wait_for(lambda: self.sent >= count, timeout)
 
 
-def _outage(
-    cluster: DevCluster,
-    kube: Kube,
-    parts: Components,
-    clock: Callable[[], float],
-    progress: Progress,
-    plan: OutagePlan,
-    total: int,
-    *,
-    t0: float,
-    cpu_before: dict[str, float],
-    into: dict[str, Any],
-    say: Callable[[str], None],
-    namespace: str,
-    done: threading.Event,
-) -> None:
+@dataclass(frozen=True)
+class OutageJob:
+    """What the outage thread works from; it writes its times into `into["outage"]`."""
+
+    bench: Bench
+    plan: OutagePlan
+    progress: Progress
+    total: int
+    """Pods in the run: the outage starts once `plan.after` of them are sent."""
+    window: Window
+    into: dict[str, Any]
+
+
+def _outage(job: OutageJob) -> None:
     """Kill the webhook mid-run, bring a new one up after `plan.length` seconds.
 
-    Returns only once `done` is set: processes are started with PR_SET_PDEATHSIG,
-    which fires when the *thread* that started them exits, so the thread that
-    starts the new webhook must outlive the measurement.
+    Returns only once the bench is `measured`: processes are started with
+    PR_SET_PDEATHSIG, which fires when the *thread* that started them exits, so
+    the thread that starts the new webhook must outlive the measurement.
     """
-    progress.wait_for(max(1, int(plan.after * total)), timeout=600)
-    hook = parts.webhook
+    bench, progress, t0 = job.bench, job.progress, job.window.t0
+    progress.wait_for(max(1, int(job.plan.after * job.total)), timeout=600)
+    _book_retired_cpu(job)
+    job.into["outage"] = {"startedAt": round(bench.clock() - t0, 3), "sentBefore": progress.sent}
+    bench.say(f"outage: stopping the webhook after {progress.sent} pods")
+    hook = bench.parts.webhook
     assert hook is not None
-    parts.retired_cpu["webhook"] = probes.tree_cpu_seconds(hook.process.pid) - cpu_before.get(
-        "webhook", 0.0
-    )
-    into["outage"] = {"startedAt": round(clock() - t0, 3), "sentBefore": progress.sent}
-    say(f"outage: stopping the webhook after {progress.sent} pods")
     probes.kill_tree(hook.process.pid)  # the worker too: it would keep serving
     hook.process.wait(10)
-    time.sleep(plan.length)
+    time.sleep(job.plan.length)
+    bench.parts.webhook = _restart_webhook(bench)
+    job.into["outage"]["endedAt"] = round(bench.clock() - t0, 3)
+    bench.say("outage: webhook back and registered")
+    bench.measured.wait()
+
+
+def _book_retired_cpu(job: OutageJob) -> None:
+    """Book the webhook's CPU time in the window so far (the process is about to go)."""
+    hook = job.bench.parts.webhook
+    assert hook is not None
+    spent = probes.tree_cpu_seconds(hook.process.pid)
+    job.bench.parts.retired_cpu["webhook"] = spent - job.window.cpu_before.get("webhook", 0.0)
+
+
+def _restart_webhook(bench: Bench) -> WebhookProcess:
+    """A new webhook process on the same policy, registered and in effect."""
     fresh = start_webhook(
-        cluster,
+        bench.cluster,
         name="webhook-restarted",
-        policy=cluster.workdir / "webhook-policy.yaml",
+        policy=bench.cluster.workdir / "webhook-policy.yaml",
         extra_args=["--log-level", "warning"],
     )
-    register_webhook(kube, fresh)
-    wait_until_effective(kube, namespace, timeout=60)
-    parts.webhook = fresh
-    into["outage"]["endedAt"] = round(clock() - t0, 3)
-    say("outage: webhook back and registered")
-    done.wait()
-
-
-def outage_figures(records: list[Any], t0: float, outage: dict[str, Any]) -> dict[str, Any]:
-    """Where the pods went around an outage, and how long healing took."""
-    start, end = outage.get("startedAt"), outage.get("endedAt")
-    at_admission = [r for r in records if r.placed_at_create]
-    later = [r for r in records if r.bound is not None and not r.placed_at_create]
-    pending = [r for r in records if r.bound is None]
-    during = [
-        r for r in records if start is not None and end is not None and start <= r.sent - t0 <= end
-    ]
-    last = max((r.bound - t0 for r in records if r.bound is not None), default=None)
-    waits = sorted(r.bound - r.sent for r in later)
-    return {
-        "placedAtAdmission": len(at_admission),
-        "placedLater": len(later),
-        "placedLaterLatencyMs": {
-            "p50": round(percentile(waits, 50) * 1000, 1) if waits else None,
-            "p99": round(percentile(waits, 99) * 1000, 1) if waits else None,
-        },
-        "pending": len(pending),
-        "sentDuringOutage": len(during),
-        "healSeconds": None if pending or last is None or end is None else round(last - end, 3),
-    }
+    register_webhook(bench.kube, fresh)
+    wait_until_effective(bench.kube, bench.scenario.namespace, timeout=60)
+    return fresh
 
 
 def _self_cpu() -> float:
