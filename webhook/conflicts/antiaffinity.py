@@ -136,10 +136,19 @@ class AntiAffinityIndex:
                     ns = other.view.namespace
                     if uid != rec.uid and term.matches(ns, other.view.labels, ns_labels(ns)):
                         partners.add(uid)
+        ns = rec.view.namespace
+        labels, own_ns_labels = rec.view.labels, ns_labels(ns)
         for key in self._domain_nodes:
             value = node.labels.get(key)
-            if value is not None:
-                partners |= self._holders.get((key, value), set())
+            if value is None:
+                continue
+            for uid in self._holders.get((key, value), ()):
+                holder = self._placed.get(uid)
+                if holder is not None and any(
+                    t.topology_key == key and t.matches(ns, labels, own_ns_labels)
+                    for t in holder.view.required_anti_affinity
+                ):
+                    partners.add(uid)
         partners.discard(rec.uid)
         for uid in partners:
             pair = (min(rec.uid, uid), max(rec.uid, uid))
