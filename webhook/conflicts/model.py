@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Final
 
 from webhook.policy import marks
@@ -298,9 +299,10 @@ class Conflict:
     scope: str = ""
     """Distinguishes conflicts of one kind on one node (a port, a domain...)."""
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """Stable identity across detection passes (same losers, same conflict)."""
+        """Stable identity across detection passes (same losers, same conflict); cached,
+        since the incremental detector sorts the standing conflicts on every change."""
         culprits = ",".join(sorted(p.uid for p in self.culprits))
         return f"{self.kind}/{self.node}/{self.scope}/{culprits}"
 

@@ -1,7 +1,10 @@
 """The reporting shell: detection passes, Warning events, metrics, evictions.
 
-A pass copies the store, runs the pure `detect`, and compares with the
-previous pass. Every replica detects (so each one's /debug/conflicts and
+A pass takes the store's changes since the last pass into the pure
+incremental `Detector` (which re-checks only what they touch) and compares
+with the previous pass. The first pass, and every `safety_every`-th, builds
+a fresh detector from a full copy instead (a full pass: nothing the
+incremental one missed survives it). Every replica detects (so each one's /debug/conflicts and
 /metrics are true), but only the leader writes: a `PlacementConflict`
 Warning on each pod that newly lost a conflict, and, in evict mode, an
 Eviction for each target `remediation` allows. A new leader reports the
@@ -20,7 +23,7 @@ from typing import Any, Final, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from webhook.conflicts.detect import detect
+from webhook.conflicts.incremental import Detector
 from webhook.conflicts.model import (
     HOST_PORT,
     KINDS,
@@ -114,22 +117,47 @@ class ConflictReporter:
         evict: bool = False,
         is_leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.perf_counter,
+        safety_every: int = 150,
     ):
         self.store, self.metrics, self.recorder, self.client = store, metrics, recorder, client
         self.evict, self.is_leader, self.clock = evict, is_leader, clock
+        self.safety_every = safety_every
         self._lock = threading.Lock()
         self._state = _State()
+        self._detect_lock = threading.Lock()
+        self._detector: Detector | None = None
+        self._since_full = 0
+
+    def _detect(self) -> tuple[int, tuple[Conflict, ...], set[str]]:
+        """(store version, conflicts, live pod uids): incremental, or a full pass when due."""
+        with self._detect_lock:
+            full = self._detector is None or self._since_full >= self.safety_every
+            delta = self.store.take(full)
+            if delta.full is not None:
+                det = Detector()
+                for name, labels in delta.full.namespace_labels.items():
+                    det.put_namespace(name, labels)
+                for view in delta.full.nodes.values():
+                    det.put_node(view)
+                for rec in delta.full.pods:
+                    det.put_pod(rec)
+                self._detector, self._since_full = det, 0
+            else:
+                assert self._detector is not None
+                det = self._detector
+                for kind, key, new in delta.changes:
+                    det.apply(kind, key, new)
+                self._since_full += 1
+            return delta.version, tuple(det.conflicts()), set(det.pods)
 
     def run_pass(self) -> PassResult:
         start = self.clock()
-        copy = self.store.copy()
-        conflicts = tuple(detect(copy.nodes, copy.pods, copy.labels_of))
+        version, conflicts, live = self._detect()
         with self._lock:
             state = self._state
             keys = {c.key for c in conflicts}
             new = tuple(c for c in conflicts if c.key not in state.known)
             state.known = keys
-            live = {p.uid for p in copy.pods}
             state.evicted = {u: r for u, r in state.evicted.items() if u in live}
             current_culprits = {(c.key, p.uid) for c in conflicts for p in c.culprits}
             state.reported &= current_culprits
@@ -144,7 +172,7 @@ class ConflictReporter:
         seconds = self.clock() - start
         self.metrics.pass_seconds.observe(seconds)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        result = PassResult(conflicts, new, copy.version, stamp, seconds)
+        result = PassResult(conflicts, new, version, stamp, seconds)
         with self._lock:
             self._state.last = result
             self._state.passes += 1

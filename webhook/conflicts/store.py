@@ -4,6 +4,8 @@ Pods are parsed into `PodRecord`s when their event arrives (once), nodes
 into `NodeView`s, so a detection pass only groups and sums. A pass works on
 a copy taken under the lock; the lock is never held while detecting.
 `version` moves on every change, so an unchanged cluster is not re-checked.
+Changes are also journalled (the latest state per object) for the
+incremental detector, which `take`s them instead of a copy.
 """
 
 from __future__ import annotations
@@ -18,6 +20,20 @@ from webhook.conflicts.model import PodRecord
 from webhook.policy.model import NodeView
 
 log = logging.getLogger(__name__)
+
+
+Change = tuple[str, str, Any]
+"""(kind, key, new state or None when gone): Node/name/NodeView, Pod/uid/PodRecord,
+Namespace/name/labels."""
+
+
+@dataclass(frozen=True)
+class StoreDelta:
+    """What changed since the last `take` (and, when asked, everything)."""
+
+    version: int
+    changes: tuple[Change, ...]
+    full: StoreCopy | None
 
 
 @dataclass(frozen=True)
@@ -41,6 +57,7 @@ class ConflictStore:
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self.version = 0
         self.unparsable = 0
+        self._journal: dict[tuple[str, str], Any] = {}
 
     # ---- reading the previous state (the feed compares old and new) ----
     def node(self, name: str) -> NodeView | None:
@@ -59,6 +76,7 @@ class ConflictStore:
             old = self._nodes.get(view.name)
             if old != view:
                 self._nodes[view.name] = view
+                self._journal[("Node", view.name)] = view
                 self.version += 1
         return old, view
 
@@ -66,6 +84,7 @@ class ConflictStore:
         with self._lock:
             old = self._nodes.pop(name, None)
             if old is not None:
+                self._journal[("Node", name)] = None
                 self.version += 1
             return old
 
@@ -87,6 +106,7 @@ class ConflictStore:
                 self._pods[uid] = record
             else:
                 return old, record
+            self._journal[("Pod", uid)] = record
             self.version += 1
         return old, record
 
@@ -94,6 +114,7 @@ class ConflictStore:
         with self._lock:
             old = self._pods.pop(uid, None)
             if old is not None:
+                self._journal[("Pod", uid)] = None
                 self.version += 1
             return old
 
@@ -105,11 +126,13 @@ class ConflictStore:
         with self._lock:
             if self._namespaces.get(name) != labels:
                 self._namespaces[name] = labels
+                self._journal[("Namespace", name)] = labels
                 self.version += 1
 
     def drop_namespace(self, name: str) -> None:
         with self._lock:
             if self._namespaces.pop(name, None) is not None:
+                self._journal[("Namespace", name)] = None
                 self.version += 1
 
     def keep_only(self, kind: str, keys: set[str]) -> None:
@@ -125,6 +148,7 @@ class ConflictStore:
             gone = [k for k in table if k not in keys]
             for k in gone:
                 del table[k]
+                self._journal[(kind if kind in ("Node", "Pod") else "Namespace", k)] = None
             if gone:
                 self.version += 1
 
@@ -134,6 +158,19 @@ class ConflictStore:
             return StoreCopy(
                 self.version, dict(self._nodes), tuple(self._pods.values()), dict(self._namespaces)
             )
+
+    def take(self, full: bool = False) -> StoreDelta:
+        """The changes since the last take, emptied; with `full`, a copy of everything too."""
+        with self._lock:
+            changes = tuple((kind, key, new) for (kind, key), new in self._journal.items())
+            self._journal = {}
+            copy = None
+            if full:
+                copy = StoreCopy(
+                    self.version, dict(self._nodes), tuple(self._pods.values()),
+                    dict(self._namespaces),
+                )  # fmt: skip
+            return StoreDelta(self.version, changes, copy)
 
     def counts(self) -> tuple[int, int]:
         with self._lock:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from webhook.policy.interface import BoolArray, CycleState, SlotArray
-from webhook.policy.model import Taint, Toleration, tolerates
+from webhook.policy.model import PodView, Taint, Toleration, tolerates
 from webhook.policy.selectors import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 from webhook.policy.snapshot import ClusterSnapshot
 
@@ -22,6 +22,7 @@ __all__ = [
     "match_node_selector",
     "match_requirement",
     "match_term",
+    "pod_matches_node",
     "pod_required_affinity_mask",
     "untolerated_mask",
 ]
@@ -122,6 +123,14 @@ def pod_required_affinity_mask(state: CycleState, slots: SlotArray | None = None
     if shared.required_node_affinity is None:
         shared.required_node_affinity = compute(state.slots)
     return shared.required_node_affinity
+
+
+def pod_matches_node(pod: PodView, name: str, labels: Mapping[str, str]) -> bool:
+    """`pod_required_affinity_mask` for one node: conflict detection checks placed pods."""
+    if any(labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    rna = pod.required_node_affinity
+    return rna is None or rna.matches(name, labels)
 
 
 def first_untolerated_taint(

@@ -347,6 +347,23 @@ def test_min_domains_counts_missing_domains_as_empty() -> None:
     assert (conflict.details["minimum"], culprits(conflict)) == (0, ["w3"])
 
 
+def test_an_empty_spread_selector_counts_no_pod_as_kube_scheduler_does() -> None:
+    crowded = [web(f"w{i}", "a1", i) for i in range(1, 4)]
+    assert [c.kind for c in detect(zones(), records(*crowded))] == [TOPOLOGY_SPREAD]
+    everything = [{**spread()[0], "labelSelector": {}}]
+    pods = records(*(web(f"w{i}", "a1", i, constraints=everything) for i in range(1, 4)))
+    assert detect(zones(), pods) == []
+
+
+def test_spread_counts_only_nodes_that_carry_every_do_not_schedule_key_of_the_pod() -> None:
+    racked = nodes(node("a1", labels={"zone": "a", "rack": "r1"}), node("b1", labels={"zone": "b"}))
+    both = [spread()[0], {**spread(max_skew=5)[0], "topologyKey": "rack"}]
+    pods = records(*(web(f"w{i}", "a1", i, constraints=both) for i in range(1, 4)))
+    assert detect(racked, pods) == []  # b1 has no rack: zone b is not a domain of these pods
+    zone_only = records(*(web(f"w{i}", "a1", i) for i in range(1, 4)))
+    assert [c.kind for c in detect(racked, zone_only)] == [TOPOLOGY_SPREAD]
+
+
 # ------------------------------------------------------------ kubelet rejections
 
 

@@ -169,3 +169,16 @@ def test_a_single_pod_conflict_is_reported_without_an_arrival_story() -> None:
         "NodeAffinity: pod default/a is on n1, which does not match its nodeSelector; "
         "placed by kube-scheduler (default-scheduler)"
     )
+
+
+def test_passes_after_the_first_see_changes_and_the_safety_pass_agrees() -> None:
+    store = overcommitted_store()
+    rep, _ = reporter(store, safety_every=2)
+    assert [c.kind for c in rep.run_pass().conflicts] == ["Overcommit"]  # full: first sync
+    store.put_node(node("n1", cpu="2"))
+    assert rep.run_pass().conflicts == ()  # incremental
+    store.put_pod(pod("c", "n1", at=at(3)))
+    (found,) = rep.run_pass().conflicts  # incremental
+    assert [p.name for p in found.culprits] == ["c"]
+    again = rep.run_pass()  # the safety pass: a fresh detector over a full copy
+    assert again.conflicts == (found,) and again.new == ()

@@ -43,3 +43,21 @@ def test_a_copy_does_not_change_with_the_store() -> None:
     copy = store.copy()
     store.drop_pod("uid-a")
     assert [r.view.name for r in copy.pods] == ["a"]
+
+
+def test_take_gives_the_latest_state_of_each_changed_object_once() -> None:
+    store = ConflictStore()
+    store.put_node(node("n1"))
+    store.put_pod(pod("a", None))
+    store.put_pod(pod("a", "n1"))
+    store.put_pod(pod("b", "n1"))
+    store.drop_pod("uid-b")
+    delta = store.take()
+    assert delta.full is None and delta.version == store.version
+    changes = {(kind, key): new for kind, key, new in delta.changes}
+    assert set(changes) == {("Node", "n1"), ("Pod", "uid-a"), ("Pod", "uid-b")}
+    assert changes[("Pod", "uid-a")].node == "n1" and changes[("Pod", "uid-b")] is None
+    assert store.take().changes == ()
+    store.keep_only("Pod", set())
+    (gone,) = store.take(full=True).changes
+    assert gone == ("Pod", "uid-a", None)

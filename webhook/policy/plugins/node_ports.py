@@ -22,13 +22,15 @@ ERR_REASON: Final = "node(s) didn't have free ports for the requested pod ports"
 ANY_IP: Final = "0.0.0.0"
 
 
+def overlaps(a: HostPort, b: HostPort) -> bool:
+    """HostPortInfo.CheckConflict for one pair (conflict detection names the clashing pods)."""
+    if a.protocol != b.protocol or a.port != b.port:
+        return False
+    return a.ip == ANY_IP or b.ip == ANY_IP or a.ip == b.ip
+
+
 def conflicts(want: HostPort, used: Mapping[HostPort, int]) -> bool:
-    for u in used:
-        if u.protocol != want.protocol or u.port != want.port:
-            continue
-        if want.ip == ANY_IP or u.ip == ANY_IP or u.ip == want.ip:
-            return True
-    return False
+    return any(overlaps(want, u) for u in used)
 
 
 @dataclass(frozen=True)

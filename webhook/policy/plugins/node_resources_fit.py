@@ -158,7 +158,7 @@ class FitArgs:
         return FitArgs(frozenset(ignored), frozenset(groups), typ, resources, tuple(shape))
 
 
-def _is_extended(name: str) -> bool:
+def is_extended(name: str) -> bool:
     """v1helper.IsExtendedResourceName: namespaced outside kubernetes.io, not requests.*."""
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
@@ -209,7 +209,7 @@ class NodeResourcesFit:
                 want = pod.requests.get(r, 0)
                 if want <= 0:
                     continue
-                if _is_extended(r) and (
+                if is_extended(r) and (
                     r in self.args.ignored_resources
                     or r.split("/")[0] in self.args.ignored_resource_groups
                 ):

@@ -190,6 +190,11 @@ def _has_key(snap: ClusterSnapshot, key: str, slots: SlotArray) -> BoolArray:
     return codes[slots] >= 0
 
 
+def counts_toward(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
+    """countPodsMatchSelector for one pod: an empty selector counts no pod."""
+    return not selector.empty and selector.matches(labels)
+
+
 def _matching_pod_nodes(state: CycleState, selector: LabelSelector) -> npt.NDArray[np.int64]:
     """Node slots (with repetition) of pods in the pod's namespace matching selector
     (terminating pods left out, as kube-scheduler's PodTopologySpread does)."""
