@@ -202,6 +202,7 @@ def unblocked(kube: Kube, ns: str, count: int) -> dict[str, float]:
 
 
 SCRAPED = (
+    "placement_webhook_reconciler_schedule_attempts_total",
     "placement_webhook_reconciler_binds_total",
     "placement_webhook_reconciler_time_to_bind_seconds_sum",
     "placement_webhook_reconciler_time_to_bind_seconds_count",
