@@ -18,7 +18,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -83,62 +83,71 @@ def kube(cluster: DevCluster) -> Iterator[Kube]:
     client.close()
 
 
-def deploy(cluster: DevCluster, kube: Kube, replicas: int) -> WebhookSet:
-    hooks = start_replicas(cluster, replicas)
-    register_webhook(kube, hooks)
-    ensure_namespace(kube, "probe", {ENABLED_LABEL: "true"})
-    wait_until_effective(kube, "probe")
-    return hooks
+@pytest.fixture
+def deploy(cluster: DevCluster, kube: Kube) -> Iterator[Callable[[int], WebhookSet]]:
+    """Start `replicas` serve processes behind a balancer and register them; the test's
+    own cleanup (pods, nodes) runs first, then they are unregistered and stopped."""
+    started: list[WebhookSet] = []
+
+    def start(replicas: int) -> WebhookSet:
+        hooks = start_replicas(cluster, replicas)
+        started.append(hooks)
+        register_webhook(kube, hooks)
+        ensure_namespace(kube, "probe", {ENABLED_LABEL: "true"})
+        wait_until_effective(kube, "probe")
+        return hooks
+
+    yield start
+    if started:
+        unregister_webhook(kube)
+    for hooks in started:
+        hooks.stop()
 
 
 @pytest.mark.parametrize("replicas", [2, 3])
 def test_replicas_behind_a_balancer_never_overcommit_a_node(
-    cluster: DevCluster, kube: Kube, replicas: int
+    cluster: DevCluster, kube: Kube, replicas: int, deploy: Callable[[int], WebhookSet]
 ) -> None:
     """60 pods of 1 cpu onto room for 40, 16 threads, 10 times: 0 overcommitted nodes."""
-    hooks = deploy(cluster, kube, replicas)
+    hooks = deploy(replicas)
     admitted: list[int] = []
-    try:
-        for repetition in range(10):
-            nodes = Nodes(kube, hooks)
-            namespace = f"burst-{replicas}-{repetition}"
-            ensure_namespace(kube, namespace, {ENABLED_LABEL: "true"})
-            for _ in range(10):
-                nodes.add(prefix=f"r{replicas}n{repetition}", cpu="4", memory="16Gi")
+    for repetition in range(10):
+        nodes = Nodes(kube, hooks)
+        namespace = f"burst-{replicas}-{repetition}"
+        ensure_namespace(kube, namespace, {ENABLED_LABEL: "true"})
+        for _ in range(10):
+            nodes.add(prefix=f"r{replicas}n{repetition}", cpu="4", memory="16Gi")
 
-            def create(i: int, namespace: str = namespace) -> bool:
-                pod = pod_manifest(f"p{i}", cpu="1", memory="64Mi")
-                created = kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
-                return bool(created["spec"].get("nodeName"))
+        def create(i: int, namespace: str = namespace) -> bool:
+            pod = pod_manifest(f"p{i}", cpu="1", memory="64Mi")
+            created = kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+            return bool(created["spec"].get("nodeName"))
 
-            with ThreadPoolExecutor(max_workers=16) as pool:
-                placed = sum(pool.map(create, range(60)))
-            admitted.append(placed)
-            # The fallback binder places what admission handed off while room is left.
-            wait_for(lambda ns=namespace: bound_in(kube, ns) == 40, timeout=30,
-                     message="40 pods bound (admission plus the fallback binder)")  # fmt: skip
-            time.sleep(0.5)  # a late double-booking would show up now
-            assert overcommitted(kube) == {}
-            assert bound_in(kube, namespace) == 40
-            delete_pods(kube, namespace)
-            nodes.remove_all()
-        leaders = [m for m in hooks.members if m.deciding()]
-        assert len(leaders) == 1
-        print(
-            f"\n{replicas} replicas: placed at admission per burst of 60 onto room for 40: "
-            f"{admitted}; balancer connections per replica: {hooks.balancer.connections}"
-        )
-        assert all(n > 0 for n in hooks.balancer.connections)  # every replica took reviews
-    finally:
-        unregister_webhook(kube)
-        hooks.stop()
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            placed = sum(pool.map(create, range(60)))
+        admitted.append(placed)
+        # The fallback binder places what admission handed off while room is left.
+        wait_for(lambda ns=namespace: bound_in(kube, ns) == 40, timeout=30,
+                 message="40 pods bound (admission plus the fallback binder)")  # fmt: skip
+        time.sleep(0.5)  # a late double-booking would show up now
+        assert overcommitted(kube) == {}
+        assert bound_in(kube, namespace) == 40
+        delete_pods(kube, namespace)
+        nodes.remove_all()
+    leaders = [m for m in hooks.members if m.deciding()]
+    assert len(leaders) == 1
+    print(
+        f"\n{replicas} replicas: placed at admission per burst of 60 onto room for 40: "
+        f"{admitted}; balancer connections per replica: {hooks.balancer.connections}"
+    )
+    assert all(n > 0 for n in hooks.balancer.connections)  # every replica took reviews
 
 
 def test_a_leader_killed_during_a_stream_hands_over_without_overcommit_or_stranded_pods(
-    cluster: DevCluster, kube: Kube
+    cluster: DevCluster, kube: Kube, deploy: Callable[[int], WebhookSet]
 ) -> None:
     """SIGKILL the deciding replica while pods arrive at 50/s; every pod ends up placed."""
-    hooks = deploy(cluster, kube, 2)
+    hooks = deploy(2)
     namespace = "stream"
     ensure_namespace(kube, namespace, {ENABLED_LABEL: "true"})
     nodes = Nodes(kube, hooks)
@@ -204,14 +213,12 @@ def test_a_leader_killed_during_a_stream_hands_over_without_overcommit_or_strand
     finally:
         delete_pods(kube, namespace)
         nodes.remove_all()
-        unregister_webhook(kube)
-        hooks.stop()
 
 
 def test_requests_that_cannot_be_right_reserve_nothing_and_overcommit_nothing(
-    cluster: DevCluster, kube: Kube
+    cluster: DevCluster, kube: Kube, deploy: Callable[[int], WebhookSet]
 ) -> None:
-    hooks = deploy(cluster, kube, 2)
+    hooks = deploy(2)
     namespace = "gpus"
     ensure_namespace(kube, namespace, {ENABLED_LABEL: "true"})
     nodes = Nodes(kube, hooks)
@@ -242,15 +249,13 @@ def test_requests_that_cannot_be_right_reserve_nothing_and_overcommit_nothing(
     finally:
         delete_pods(kube, namespace)
         nodes.remove_all()
-        unregister_webhook(kube)
-        hooks.stop()
 
 
 def test_a_reservation_whose_create_is_refused_later_is_given_back_within_seconds(
-    cluster: DevCluster, kube: Kube
+    cluster: DevCluster, kube: Kube, deploy: Callable[[int], WebhookSet]
 ) -> None:
     """A ResourceQuota refuses the create after our webhook placed it: the slot comes back."""
-    hooks = deploy(cluster, kube, 2)
+    hooks = deploy(2)
     ensure_namespace(kube, "quota", {ENABLED_LABEL: "true"})
     ensure_namespace(kube, "other", {ENABLED_LABEL: "true"})
     kube.create("/api/v1/namespaces/quota/resourcequotas", {
@@ -283,18 +288,16 @@ def test_a_reservation_whose_create_is_refused_later_is_given_back_within_second
         assert seconds < 10
     finally:
         nodes.remove_all()
-        unregister_webhook(kube)
-        hooks.stop()
         with contextlib.suppress(ApiError):
             kube.delete("/api/v1/namespaces/quota/resourcequotas/none")
 
 
 @pytest.mark.parametrize("native", [False, True], ids=["container", "native-sidecar"])
 def test_a_sidecar_injected_after_our_placement_never_overcommits_a_node(
-    cluster: DevCluster, kube: Kube, native: bool
+    cluster: DevCluster, kube: Kube, native: bool, deploy: Callable[[int], WebhookSet]
 ) -> None:
     """40 pods of 1 cpu on 10 nodes of 4 cpu, each given a 500m sidecar by a webhook after ours."""
-    hooks = deploy(cluster, kube, 2)
+    hooks = deploy(2)
     namespace = "sidecars"
     ensure_namespace(kube, namespace, {ENABLED_LABEL: "true"})
     injector = SidecarInjector(cluster, cpu="500m", native=native).start()
@@ -332,5 +335,3 @@ def test_a_sidecar_injected_after_our_placement_never_overcommits_a_node(
         injector.stop()
         delete_pods(kube, namespace)
         nodes.remove_all()
-        unregister_webhook(kube)
-        hooks.stop()
