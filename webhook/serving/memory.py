@@ -40,7 +40,11 @@ def _malloc_trim() -> Callable[[], None]:
     if trim is None:
         return lambda: None
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return lambda: trim(0) and None
+
+    def release() -> None:
+        trim(0)  # returns whether memory was released; nothing to act on
+
+    return release
 
 
 release_free_memory = _malloc_trim()
