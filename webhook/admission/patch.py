@@ -95,7 +95,7 @@ def decision_annotations(
     notes[FILTER_RESULT] = _bounded(
         {
             "evaluated": decision.evaluated_nodes,
-            "feasible": len(decision.feasible_nodes),
+            "feasible": decision.feasible_count,
             "rejected": rejected,
         }
     )

@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from webhook.policy.arrays import member_mask
 from webhook.policy.interface import CycleState, FilterResult, IntArray, SlotArray
 from webhook.policy.model import PodView
 from webhook.policy.profile import Profile
@@ -71,6 +72,9 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 BASE_PERCENTAGE_OF_NODES_TO_SCORE = 50
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
 TOP_SCORED = 5
+#: Nodes judged beyond percentageOfNodesToScore's count in the first filter pass, so that
+#: a few rejected nodes in the prefix do not cost a second pass.
+SCAN_MARGIN = 16
 
 
 A = TypeVar("A", bound=npt.NDArray[Any])
@@ -114,11 +118,23 @@ class Rejections:
 
 @dataclass(frozen=True, eq=False)
 class ScoreTable:
-    """Normalised scores of the scored nodes, one array per plugin, and the weighted totals."""
+    """Normalised scores of the scored nodes, one array per plugin, and the weighted totals.
 
-    nodes: tuple[str, ...]
+    The scored nodes are kept as slots into the immutable slot-to-name table: their
+    names are looked up only when asked for (the admission path needs only their count
+    and the best few)."""
+
+    names: tuple[str, ...]
+    """The snapshot's slot-to-name table at decision time."""
+    slots: SlotArray
+    """The scored nodes, in scan order."""
     per_plugin: tuple[tuple[str, IntArray], ...]
     totals: IntArray
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        names = self.names
+        return tuple(names[s] for s in self.slots.tolist())
 
     def rows(self) -> dict[str, Mapping[str, int]]:
         out: dict[str, Mapping[str, int]] = {}
@@ -132,7 +148,7 @@ class ScoreTable:
 
 
 _NO_REJECTIONS = Rejections((), _NO_SLOTS, _NO_STATUS_INDEX, (), _NO_SLOTS, None)
-_NO_SCORES = ScoreTable((), (), _NO_SLOTS)
+_NO_SCORES = ScoreTable((), _NO_SLOTS, (), _NO_SLOTS)
 
 
 @dataclass(frozen=True)
@@ -142,8 +158,8 @@ class Decision:
     message: str = ""
     reason_counts: Mapping[str, int] = field(default_factory=dict)
     """Histogram of rejection reasons over evaluated nodes (FitError's)."""
-    feasible_nodes: tuple[str, ...] = ()
-    """Feasible nodes found by the scan (the ones scored), in scan order."""
+    feasible_count: int = 0
+    """How many feasible nodes the scan found (the ones scored)."""
     evaluated_nodes: int = 0
     total_nodes: int = 0
     weights: Mapping[str, int] = field(default_factory=dict)
@@ -153,6 +169,12 @@ class Decision:
     cheaply, so callers that only need the best few never build `scores`)."""
     rejections: Rejections = field(default=_NO_REJECTIONS, repr=False)
     score_table: ScoreTable = field(default=_NO_SCORES, repr=False)
+
+    @property
+    def feasible_nodes(self) -> tuple[str, ...]:
+        """Feasible nodes found by the scan (the ones scored), in scan order (built on
+        each call)."""
+        return self.score_table.nodes
 
     @property
     def placed(self) -> bool:
@@ -268,7 +290,7 @@ def run_pre_filters(
             return PreFiltered(slots[:0], rejection=res.status)
         if res.node_names is not None:
             wanted = [s for nm in res.node_names if (s := snapshot.slot_of(nm)) is not None]
-            slots = slots[np.isin(slots, wanted)]
+            slots = slots[member_mask(slots, wanted)]
             outside = Status(
                 Code.UnschedulableAndUnresolvable,
                 (f"node(s) didn't satisfy plugin(s) [{plugin.name}]",),
@@ -291,6 +313,32 @@ def run_filters(state: CycleState, profile: Profile) -> tuple[npt.NDArray[np.int
             first[new] = fres.status_index[new] + len(statuses)
         statuses.extend(fres.statuses)
     return first, statuses
+
+
+def _filter_scan(
+    state: CycleState, profile: Profile, to_find: int
+) -> tuple[npt.NDArray[np.int32], list[Status]]:
+    """Step 3 over the nodes of `state.slots` (in scan order), first over a prefix a little
+    longer than `to_find` (when that is at most half of them; large clusters, where
+    percentageOfNodesToScore is small): when that prefix holds `to_find` feasible nodes, the scan stops
+    inside it and the nodes after it are never judged; otherwise the rest is judged too.
+    A node's verdict does not depend on which other nodes are judged with it, so the
+    result is the one judging every node gives, cut at the scan's stop. Returns
+    run_filters' answer for the judged prefix of the scan."""
+    scan = state.slots
+    n = len(scan)
+    prefix = to_find + to_find // 4 + SCAN_MARGIN
+    if to_find <= 0 or 2 * prefix > n:  # a second pass would cost more than it saves
+        return run_filters(state, profile)
+    state.narrow(scan[:prefix])
+    first, statuses = run_filters(state, profile)
+    if int(np.count_nonzero(first < 0)) >= to_find:
+        return first, statuses
+    state.narrow(scan[prefix:])
+    rest, more = run_filters(state, profile)
+    state.narrow(scan)
+    rest = np.where(rest >= 0, rest + len(statuses), rest).astype(np.int32)
+    return np.concatenate((first, rest)), statuses + more
 
 
 def schedule(
@@ -332,28 +380,27 @@ def _schedule(
             evaluated_nodes=0,
             total_nodes=n_all,
         )
-    state = CycleState(pod, snapshot, pre.slots, seed=seed)
-    slots = state.slots
+    slots = pre.slots
     n = len(slots)
 
-    # ---- filters: first failing plugin decides the node's status
-    first, statuses = run_filters(state, profile)
-    feasible = first < 0
-
-    # ---- scan order and percentageOfNodesToScore
+    # ---- scan order (a rotation of the name order) and percentageOfNodesToScore
     to_find = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, n)
+    state = CycleState(pod, snapshot, slots, seed=seed)
     start = state.pod_hash() % n if n else 0
-    order = np.roll(np.arange(n, dtype=np.int64), -start)
-    feas_in_order = feasible[order]
-    cum = np.cumsum(feas_in_order)
-    total_feasible = int(cum[-1]) if n else 0
+    scan = np.concatenate((slots[start:], slots[:start]))
+    state.narrow(scan)
+
+    # ---- filters: first failing plugin decides the node's status
+    first, statuses = _filter_scan(state, profile, to_find)
+    feasible = first < 0
+    cum = np.cumsum(feasible)
+    total_feasible = int(cum[-1]) if len(cum) else 0
     if total_feasible >= to_find and to_find > 0:
         evaluated = int(np.searchsorted(cum, to_find)) + 1
     else:
-        evaluated = n
-    scanned = order[:evaluated]
-    chosen_pos = scanned[feas_in_order[:evaluated]]
-    rejected_pos = scanned[~feas_in_order[:evaluated]]
+        evaluated = len(first)
+    chosen_pos = np.flatnonzero(feasible[:evaluated])
+    rejected_pos = np.flatnonzero(~feasible[:evaluated])
 
     # reasons histogram over evaluated, rejected nodes (+ nodes the pre-filters left out)
     status_of_rejected = first[rejected_pos]
@@ -371,10 +418,12 @@ def _schedule(
             counts[r] = counts.get(r, 0) + n_outside
     rejections = Rejections(
         names=snapshot.slot_names(),
-        slots=_frozen(slots[rejected_pos]),
+        slots=_frozen(scan[rejected_pos]),
         status_index=_frozen(status_of_rejected),
         statuses=tuple(statuses),
-        outside=(_frozen(all_slots[~np.isin(all_slots, slots)]) if n_outside else _NO_SLOTS),
+        outside=(
+            _frozen(all_slots[~member_mask(all_slots, slots.tolist())]) if n_outside else _NO_SLOTS
+        ),
         outside_status=outside_status if n_outside else None,
     )
 
@@ -392,7 +441,6 @@ def _schedule(
             code=code,
             message=fit_error_message(n_all, counts),
             reason_counts=counts,
-            feasible_nodes=(),
             evaluated_nodes=evaluated_total,
             total_nodes=n_all,
             weights=weights,
@@ -400,7 +448,7 @@ def _schedule(
         )
 
     # ---- scores over the feasible nodes found
-    fslots: SlotArray = slots[chosen_pos]
+    fslots: SlotArray = scan[chosen_pos]
     per_plugin, total = score_nodes(state, profile, fslots)
 
     best = int(total.max())
@@ -411,14 +459,13 @@ def _schedule(
         pick = int(ties[tie_break(snapshot, fslots[ties], state.pod_hash())])
     node = snapshot.name_at(int(fslots[pick]))
 
-    names_cache = tuple(snapshot.names_at(fslots.tolist()))
-    top = np.argsort(-total, kind="stable")[:TOP_SCORED].tolist()
+    names = snapshot.slot_names()
     best_scores = tuple(
         (
-            names_cache[i],
+            names[int(fslots[i])],
             {**{name: int(arr[i]) for name, arr in per_plugin}, "total": int(total[i])},
         )
-        for i in top
+        for i in _top(total, TOP_SCORED)
     )
     return Decision(
         node=node,
@@ -428,15 +475,27 @@ def _schedule(
             f"({n_all} in cluster), score {best}"
         ),
         reason_counts=counts,
-        feasible_nodes=names_cache,
+        feasible_count=len(fslots),
         best_scores=best_scores,
         evaluated_nodes=evaluated_total,
         total_nodes=n_all,
         weights=weights,
         rejections=rejections,
         score_table=ScoreTable(
-            names_cache,
+            names,
+            _frozen(fslots),
             tuple((name, _frozen(arr)) for name, arr in per_plugin),
             _frozen(total),
         ),
     )
+
+
+def _top(total: IntArray, k: int) -> list[int]:
+    """Indexes of the k highest totals, highest first, ties in scan order (what a stable
+    sort of all of them gives, without sorting all of them)."""
+    if len(total) <= k:
+        return np.argsort(-total, kind="stable").tolist()
+    kth = np.partition(total, len(total) - k)[len(total) - k]
+    candidates = np.flatnonzero(total >= kth)
+    order = np.argsort(-total[candidates], kind="stable")[:k]
+    return candidates[order].tolist()

@@ -131,6 +131,12 @@ class CycleState:
         self._data: dict[type[Any], Any] = {}
         self._pod_hash: int | None = None
 
+    def narrow(self, slots: SlotArray) -> None:
+        """Make `slots` the nodes taking part (the framework judges the scan in parts);
+        what was shared for the old slots is computed again when asked for."""
+        self.slots = slots
+        self.shared.required_node_affinity = None
+
     def data(self, kind: type[D]) -> D:
         """The calling plugin's own per-cycle data: one `kind()` per cycle, made on first use."""
         found = self._data.get(kind)

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from webhook.policy.arrays import member_mask
 from webhook.policy.interface import BoolArray, CycleState, SlotArray
 from webhook.policy.model import PodView, Taint, Toleration, tolerates
 from webhook.policy.selectors import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
@@ -52,7 +53,7 @@ def match_requirement(
     op = req.op
     if op in ("In", "NotIn"):
         wanted = [col.index[v] for v in req.values if v in col.index]
-        hit = np.isin(codes, wanted) if wanted else np.zeros(len(slots), dtype=np.bool_)
+        hit = member_mask(codes, wanted)
         return hit if op == "In" else ~hit
     if op == "Exists":
         return codes >= 0
@@ -77,7 +78,7 @@ def match_term(snap: ClusterSnapshot, term: NodeSelectorTerm, slots: SlotArray) 
     for r in term.fields:
         names = [snap.slot_of(v) for v in r.values]
         targets = [s for s in names if s is not None]
-        hit = np.isin(slots, targets) if targets else np.zeros(len(slots), dtype=np.bool_)
+        hit = member_mask(slots, targets)
         mask &= hit if r.op == "In" else ~hit
     return mask
 

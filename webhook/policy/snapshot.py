@@ -41,6 +41,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from webhook.policy.arrays import member_mask
 from webhook.policy.label_column import LabelColumn
 from webhook.policy.model import (
     CPU,
@@ -124,6 +125,7 @@ class ClusterSnapshot:
         self._ns_names: list[str] = []
         self._ns_labels: dict[str, Mapping[str, str]] = {}
         self._image_cache: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+        self._domain_cache: dict[str, tuple[npt.NDArray[np.int64], int]] = {}
         # Service and controller selectors (default spreading)
         self.workloads = WorkloadSelectors()
 
@@ -234,6 +236,27 @@ class ClusterSnapshot:
         col = self.label_columns.get(key)
         return None if col is None else col.codes
 
+    def topology_domains(self, key: str) -> tuple[npt.NDArray[np.int64], int]:
+        """(domain per node slot, number of domains) for topology key `key`; read-only,
+        cached until a node changes.
+
+        A domain is the label value's code; a node without the label gets the code of
+        "" (kube-scheduler reads node.Labels[key] as "") or, when no node has "", the
+        extra domain len(values). Free slots read as that missing domain."""
+        hit = self._domain_cache.get(key)
+        if hit is None:
+            col = self.label_columns.get(key)
+            if col is None:
+                domains = np.zeros(self._cap, dtype=np.int64)
+                hit = (domains, 1)
+            else:
+                missing = col.index.get("", len(col.values))
+                domains = np.where(col.codes >= 0, col.codes, missing).astype(np.int64)
+                hit = (domains, len(col.values) + 1)
+            domains.flags.writeable = False
+            self._domain_cache[key] = hit
+        return hit
+
     def image_nodes(self, image: str) -> Mapping[str, int]:
         return self._image_nodes.get(image, {})
 
@@ -269,7 +292,7 @@ class ClusterSnapshot:
         result = self._labels.match(selector, wanted, terminating)
         arr = np.fromiter(result, dtype=np.int64, count=len(result))
         if namespaces is not None and len(arr):
-            arr = arr[np.isin(self.pod_ns[arr], namespaces)]
+            arr = arr[member_mask(self.pod_ns[arr], wanted or ())]
         return arr
 
     # ------------------------------------------------------------ namespaces
@@ -304,6 +327,7 @@ class ClusterSnapshot:
         self._nodes.extend([None] * extra)
         self._free.extend(range(new - 1, self._cap - 1, -1))
         self._cap = new
+        self._domain_cache.clear()
 
     def _res_index(self, name: str) -> int:
         col = self._res_col.get(name)
@@ -362,6 +386,7 @@ class ClusterSnapshot:
             for n in names:
                 self._image_nodes.setdefault(n, {})[view.name] = size
         self._image_cache.clear()
+        self._domain_cache.clear()
         self.version += 1
 
     def _node_set_changed(self) -> None:
@@ -403,6 +428,7 @@ class ClusterSnapshot:
         self.taint_set[slot] = 0
         self._free.append(slot)
         self._image_cache.clear()
+        self._domain_cache.clear()
         self._node_set_changed()
         self.version += 1
 

@@ -35,6 +35,9 @@ from webhook.policy.workloads import (
 
 __all__ = ["WorkloadSelectors"]
 
+#: default_selector answers kept (one per pod template in use; forgotten when full).
+MAX_ANSWERS = 4096
+
 
 class WorkloadSelectors:
     """Service and controller selectors by namespace and name, kept up to date by events."""
@@ -44,6 +47,12 @@ class WorkloadSelectors:
         self._service_index: dict[tuple[str, str, str], set[str]] = {}  # (ns, k, v) -> keys
         self._controllers: dict[tuple[str, str], WorkloadView] = {}  # (kind, ns/name)
         self.version = 0
+        # default_selector's answers until a workload changes: pods of one template ask
+        # the same question on every decision.
+        self._answers: dict[
+            tuple[str, tuple[tuple[str, str], ...], ControllerRef | None], LabelSelector
+        ] = {}
+        self._answers_version = 0
 
     def __len__(self) -> int:
         return len(self._services) + len(self._controllers)
@@ -105,6 +114,18 @@ class WorkloadSelectors:
         self, namespace: str, labels: Mapping[str, str], owner: ControllerRef | None
     ) -> LabelSelector:
         """helper.DefaultSelector for a pod; no requirements means no default spreading."""
+        if self._answers_version != self.version or len(self._answers) >= MAX_ANSWERS:
+            self._answers.clear()
+            self._answers_version = self.version
+        key = (namespace, tuple(sorted(labels.items())), owner)
+        found = self._answers.get(key)
+        if found is None:
+            found = self._answers[key] = self._default_selector(namespace, labels, owner)
+        return found
+
+    def _default_selector(
+        self, namespace: str, labels: Mapping[str, str], owner: ControllerRef | None
+    ) -> LabelSelector:
         label_set: dict[str, str] = {}
         for key in self.services_selecting(namespace, labels):
             label_set.update(self._services[key])

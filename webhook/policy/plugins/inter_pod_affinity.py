@@ -41,6 +41,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from webhook.policy.arrays import member_mask
 from webhook.policy.interface import (
     MAX_NODE_SCORE,
     ArgsError,
@@ -220,7 +221,7 @@ class InterPodAffinity:
         for key, values in blocked.items():
             codes = snap.label_codes(key)
             if codes is not None:
-                bad |= np.isin(codes[slots], np.fromiter(values, dtype=np.int64))
+                bad |= member_mask(codes[slots], values)
         return bad
 
     # ---------------------------------------------------------------- score

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import numpy as np
-
+from webhook.policy.arrays import member_mask
 from webhook.policy.interface import CycleState, FilterResult, rejected
 from webhook.policy.model import HostPort
 
@@ -52,7 +51,7 @@ class NodePorts:
                     bad.add(slot)
         if not bad:
             return None
-        fail = np.isin(state.slots, np.fromiter(bad, dtype=np.int64, count=len(bad)))
+        fail = member_mask(state.slots, bad)
         return FilterResult.from_mask(fail, rejected(ERR_REASON, NAME, unresolvable=False))
 
 

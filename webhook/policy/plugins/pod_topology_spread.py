@@ -148,6 +148,8 @@ class _Cycle:
     """What one cycle computes once and its filter, score and normalize share."""
 
     default_selector: LabelSelector | None = None
+    pod_nodes: dict[LabelSelector, npt.NDArray[np.int64]] = field(default_factory=dict)
+    """Per selector: node slots of the matching pods (_matching_pod_nodes)."""
     all_affinity: BoolArray | None = None
     """The pod's required node affinity over every node (node inclusion, Honor)."""
     all_tolerated: BoolArray | None = None
@@ -168,19 +170,12 @@ def default_selector(state: CycleState) -> LabelSelector:
 
 
 def _domains(snap: ClusterSnapshot, key: str, slots: SlotArray) -> npt.NDArray[np.int64]:
-    """Domain index per slot: the label value code; a missing label maps to the
-    code of "" (kube-scheduler reads node.Labels[key] as "") or to len(values)."""
-    col = snap.label_columns.get(key)
-    if col is None:
-        return np.zeros(len(slots), dtype=np.int64)
-    codes = col.codes[slots].astype(np.int64)
-    missing = col.index.get("", len(col.values))
-    return np.where(codes >= 0, codes, missing)
+    """Domain index per slot (ClusterSnapshot.topology_domains)."""
+    return snap.topology_domains(key)[0][slots]
 
 
 def _n_domains(snap: ClusterSnapshot, key: str) -> int:
-    col = snap.label_columns.get(key)
-    return 1 if col is None else len(col.values) + 1
+    return snap.topology_domains(key)[1]
 
 
 def _has_key(snap: ClusterSnapshot, key: str, slots: SlotArray) -> BoolArray:
@@ -197,14 +192,20 @@ def counts_toward(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
 
 def _matching_pod_nodes(state: CycleState, selector: LabelSelector) -> npt.NDArray[np.int64]:
     """Node slots (with repetition) of pods in the pod's namespace matching selector
-    (terminating pods left out, as kube-scheduler's PodTopologySpread does)."""
+    (terminating pods left out, as kube-scheduler's PodTopologySpread does); once per
+    selector and cycle (the default constraints share one selector)."""
     if selector.empty or selector.nothing:
         return np.zeros(0, dtype=np.int64)
+    found = state.data(_Cycle).pod_nodes
+    hit = found.get(selector)
+    if hit is not None:
+        return hit
     snap = state.snapshot
     ns = np.array([snap.namespace_id(state.pod.namespace)], dtype=np.int32)
     pslots = snap.match_pods(selector, ns, terminating=False)
     nodes = snap.pod_node[pslots].astype(np.int64)
-    return nodes[nodes >= 0]
+    hit = found[selector] = nodes[nodes >= 0]
+    return hit
 
 
 @dataclass(frozen=True)
@@ -263,15 +264,13 @@ class PodTopologySpread:
         cap_include = np.zeros(len(snap.alive), dtype=np.bool_)
         for c in cons:
             include = self._include(state, c, all_slots, has_all)
-            n_dom = _n_domains(snap, c.topology_key)
-            dom_all = _domains(snap, c.topology_key, all_slots)
+            dom_of_slot, n_dom = snap.topology_domains(c.topology_key)
+            dom_all = dom_of_slot[all_slots]
             present = np.bincount(dom_all[include], minlength=n_dom) > 0
             cap_include[:] = False
             cap_include[all_slots[include]] = True
             pod_nodes = _matching_pod_nodes(state, c.selector)
             pod_nodes = pod_nodes[cap_include[pod_nodes]]
-            dom_of_slot = np.zeros(len(snap.alive), dtype=np.int64)
-            dom_of_slot[all_slots] = dom_all
             counts = np.bincount(dom_of_slot[pod_nodes], minlength=n_dom)
             n_present = int(present.sum())
             if n_present < c.min_domains:
@@ -337,9 +336,7 @@ class PodTopologySpread:
             include = self._include(state, c, all_slots, base)
             cap_include[:] = False
             cap_include[all_slots[include]] = True
-            n_dom = _n_domains(snap, key)
-            dom_of_slot = np.zeros(len(snap.alive), dtype=np.int64)
-            dom_of_slot[all_slots] = _domains(snap, key, all_slots)
+            dom_of_slot, n_dom = snap.topology_domains(key)
             pod_nodes = _matching_pod_nodes(state, c.selector)
             pod_nodes = pod_nodes[cap_include[pod_nodes]]
             counts = np.bincount(dom_of_slot[pod_nodes], minlength=n_dom)
