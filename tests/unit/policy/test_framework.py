@@ -171,3 +171,59 @@ def test_a_pre_filter_that_narrows_the_nodes_leaves_the_others_outside_the_cycle
         "b": ("node(s) didn't match Pod's node affinity/selector",),
     }
     assert d.evaluated_nodes == 3
+
+
+@pytest.mark.parametrize(
+    ("fitting_share", "pods"),
+    [(0.9, 8), (0.2, 8), (0.0, 4)],
+    ids=["prefix-suffices", "second-pass", "none-fit"],
+)
+def test_judging_the_scan_in_parts_gives_what_judging_every_node_gives(
+    monkeypatch: pytest.MonkeyPatch, fitting_share: float, pods: int
+) -> None:
+    """On 2,000 nodes the filters judge the scan's prefix first; the decisions must be the
+    ones a single pass over every node gives, cut at the same stop."""
+    import webhook.policy.framework as framework
+
+    taint = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    nodes = [
+        make_node(
+            f"n{i:04d}",
+            cpu="8" if (i * 7919 % 100) < fitting_share * 100 else "1",
+            taints=taint if i >= 1700 else None,  # one block: in some prefixes, not others
+        )
+        for i in range(2000)
+    ]
+    snap = snapshot(nodes)
+    prof = default_profile()
+
+    def decide_all() -> list[tuple[object, ...]]:
+        out = []
+        for i in range(pods):
+            d = schedule(PodView.from_dict(make_pod(f"p{i}", "4")), snap, prof, seed=str(i))
+            out.append((
+                d.node, d.code, d.message, d.reason_counts, d.feasible_nodes,
+                d.evaluated_nodes, d.best_scores, d.node_reasons,
+            ))  # fmt: skip
+        return out
+
+    calls: list[int] = []
+    real = framework.run_filters
+
+    def counting(state: object, profile: object) -> object:
+        calls.append(len(state.slots))  # type: ignore[attr-defined]
+        return real(state, profile)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(framework, "run_filters", counting)
+    in_parts = decide_all()
+    judged_in_parts = sum(calls)
+    monkeypatch.setattr(
+        framework, "_filter_scan", lambda state, profile, to_find: real(state, profile)
+    )
+    calls.clear()
+    assert decide_all() == in_parts
+    assert sum(calls) == 0  # the reference pass used the real run_filters directly
+    if fitting_share == 0.9:
+        assert judged_in_parts < pods * 2000  # for some pods the prefix sufficed
+    else:
+        assert judged_in_parts == pods * 2000  # a second pass judged the rest
