@@ -29,7 +29,9 @@ def member_mask(values: npt.NDArray[np.integer], wanted: Collection[int]) -> Boo
     lo = min(int(values.min()), int(want.min()))
     hi = max(int(values.max()), int(want.max()))
     if hi - lo >= MAX_TABLE:
-        return np.isin(values, want)
+        wide: BoolArray = np.isin(values, want)
+        return wide
     table = np.zeros(hi - lo + 1, dtype=np.bool_)
     table[want - lo] = True
-    return table[values - lo]
+    found: BoolArray = table[values - lo]
+    return found

@@ -319,9 +319,10 @@ def _filter_scan(
     state: CycleState, profile: Profile, to_find: int
 ) -> tuple[npt.NDArray[np.int32], list[Status]]:
     """Step 3 over the nodes of `state.slots` (in scan order), first over a prefix a little
-    longer than `to_find` (when that is at most half of them; large clusters, where
-    percentageOfNodesToScore is small): when that prefix holds `to_find` feasible nodes, the scan stops
-    inside it and the nodes after it are never judged; otherwise the rest is judged too.
+    longer than `to_find` (when that is at most half of them: large clusters, where
+    percentageOfNodesToScore is small). When that prefix holds `to_find` feasible nodes,
+    the scan stops inside it and the nodes after it are never judged; otherwise the rest
+    is judged too.
     A node's verdict does not depend on which other nodes are judged with it, so the
     result is the one judging every node gives, cut at the scan's stop. Returns
     run_filters' answer for the judged prefix of the scan."""
@@ -494,8 +495,8 @@ def _top(total: IntArray, k: int) -> list[int]:
     """Indexes of the k highest totals, highest first, ties in scan order (what a stable
     sort of all of them gives, without sorting all of them)."""
     if len(total) <= k:
-        return np.argsort(-total, kind="stable").tolist()
+        return [int(i) for i in np.argsort(-total, kind="stable")]
     kth = np.partition(total, len(total) - k)[len(total) - k]
     candidates = np.flatnonzero(total >= kth)
     order = np.argsort(-total[candidates], kind="stable")[:k]
-    return candidates[order].tolist()
+    return [int(i) for i in candidates[order]]

@@ -55,9 +55,11 @@ from webhook.policy.model import (
     NodeView,
     PodView,
     Taint,
+    WeightedAffinityTerm,
 )
 from webhook.policy.pod_index import PodLabelIndex
 from webhook.policy.selectors import LabelSelector
+from webhook.policy.term_index import TermTable
 from webhook.policy.workload_index import WorkloadSelectors
 
 __all__ = ["ClusterSnapshot"]
@@ -114,11 +116,11 @@ class ClusterSnapshot:
         # images: name -> {node: size}
         self._image_nodes: dict[str, dict[str, int]] = {}
         # grouped affinity terms of counted pods: kind -> term -> Counter(node)
-        self.term_groups: dict[str, dict[Any, Counter[str]]] = {
-            "req_aff": {},
-            "req_anti": {},
-            "pref_aff": {},
-            "pref_anti": {},
+        self.term_groups: dict[str, TermTable[Any]] = {
+            "req_aff": TermTable[AffinityTerm](),
+            "req_anti": TermTable[AffinityTerm](),
+            "pref_aff": TermTable[WeightedAffinityTerm](),
+            "pref_anti": TermTable[WeightedAffinityTerm](),
         }
         # namespaces
         self._ns_ids: dict[str, int] = {}
@@ -528,16 +530,7 @@ class ClusterSnapshot:
         for kind, terms in groups:
             table = self.term_groups[kind]
             for t in terms:
-                c = table.get(t)
-                if c is None:
-                    if sign < 0:
-                        continue
-                    c = table[t] = Counter()
-                c[node_name] += sign
-                if c[node_name] <= 0:
-                    del c[node_name]
-                    if not c:
-                        del table[t]
+                table.count(t, node_name, sign)
 
     def upsert_pod(self, pv: PodView) -> None:
         """Add or update a pod (moves, phase changes, deletion marks all handled)."""

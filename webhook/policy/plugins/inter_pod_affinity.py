@@ -55,6 +55,7 @@ from webhook.policy.interface import (
 from webhook.policy.model import AffinityTerm, WeightedAffinityTerm
 from webhook.policy.snapshot import ClusterSnapshot
 from webhook.policy.status import Code, Status
+from webhook.policy.term_index import TermTable
 
 NAME: Final = "InterPodAffinity"
 ERR_REASON_AFFINITY: Final = "node(s) didn't match pod affinity rules"
@@ -204,13 +205,13 @@ class InterPodAffinity:
         return has_all & in_domains
 
     def _existing_anti_mask(
-        self, state: CycleState, groups: Mapping[Any, Counter[str]], slots: SlotArray
+        self, state: CycleState, groups: TermTable[AffinityTerm], slots: SlotArray
     ) -> BoolArray:
         pod = state.pod
         snap = state.snapshot
         ns_labels = state.namespace_labels
         blocked: dict[str, set[int]] = {}
-        for term, nodes in groups.items():
+        for term, nodes in groups.selecting(pod.labels):
             if not term.matches(pod.namespace, pod.labels, ns_labels):
                 continue
             got = _group_nodes(snap, nodes, term.topology_key)
@@ -261,7 +262,7 @@ class InterPodAffinity:
         ns_labels = state.namespace_labels
 
         def existing(kind: str, sign: int) -> None:
-            for t, nodes in snap.term_groups[kind].items():
+            for t, nodes in snap.term_groups[kind].selecting(pod.labels):
                 if isinstance(t, WeightedAffinityTerm):
                     term, weight = t.term, t.weight
                 else:
