@@ -70,3 +70,24 @@ def test_term_table_forgets_a_term_once_no_pod_carries_it() -> None:
     table.count(term, "n1", -1)
     assert not table and table.get(term) is None
     assert list(table.selecting({"a": "x"})) == []
+
+
+@given(
+    st.lists(
+        st.tuples(*[st.integers(0, 64_000)] * 4, st.integers(0, 8_000), st.integers(0, 8_000)),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_two_resource_balance_is_the_general_balance(
+    rows: list[tuple[int, int, int, int, int, int]],
+) -> None:
+    from webhook.policy.plugins.node_resources_balanced_allocation import (
+        _Balance,
+        _balance_gain_of_two,
+    )
+
+    a1, a2, b1, b2, p1, p2 = (np.array(col, dtype=np.int64) for col in zip(*rows, strict=True))
+    general = _Balance([a1, a2])
+    expected = general([b1 + p1, b2 + p2]) - general([b1, b2])
+    assert _balance_gain_of_two(b1 + p1, b2 + p2, b1, b2, a1, a2).tolist() == expected.tolist()

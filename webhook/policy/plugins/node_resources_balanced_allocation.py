@@ -97,15 +97,42 @@ class NodeResourcesBalancedAllocation:
         cols = resource_columns(state, slots, self.args.resources, use_requested=True)
         if not cols:
             return np.full(len(slots), MAX_NODE_SCORE, dtype=np.int64)
-        balance = _Balance([alloc for _, _, alloc in cols])
-        with_pod = [req for _, req, _ in cols]
         without_pod = [req - _pod_request(state, spec) for spec, req, _ in cols]
-        gain = balance(with_pod) - balance(without_pod)
+        if len(cols) == 2:  # the default (cpu, memory): no stacking, the same arithmetic
+            (_, req1, alloc1), (_, req2, alloc2) = cols
+            gain = _balance_gain_of_two(req1, req2, *without_pod, alloc1, alloc2)
+        else:
+            balance = _Balance([alloc for _, _, alloc in cols])
+            with_pod = [req for _, req, _ in cols]
+            gain = balance(with_pod) - balance(without_pod)
         half = MAX_NODE_SCORE // 2
         return half + _go_half(half + gain)
 
     def normalize(self, state: CycleState, scores: IntArray) -> IntArray:
         return scores
+
+
+def _balance_gain_of_two(
+    req1: IntArray,
+    req2: IntArray,
+    base1: IntArray,
+    base2: IntArray,
+    alloc1: IntArray,
+    alloc2: IntArray,
+) -> IntArray:
+    """_Balance(with the pod) - _Balance(without it) for exactly two resources, computed
+    with the same floating-point operations (so the same truncations) as _Balance."""
+    both = (alloc1 != 0) & (alloc2 != 0)
+    den1 = np.where(alloc1 != 0, alloc1, 1)
+    den2 = np.where(alloc2 != 0, alloc2, 1)
+
+    def balance(r1: IntArray, r2: IntArray) -> IntArray:
+        f1 = np.minimum(r1 / den1, 1.0)
+        f2 = np.minimum(r2 / den2, 1.0)
+        std = np.where(both, np.abs(f1 - f2) / 2, 0.0)
+        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+    return balance(req1, req2) - balance(base1, base2)
 
 
 def _go_half(x: IntArray) -> IntArray:
