@@ -14,8 +14,8 @@ default spreading applies):
 
 Prints a table and writes the figures as JSON (build/bench/policy.json by
 default). Budget (p99, DESIGN.md and issue 13), the same for every kind of
-pod: 0.5 ms at 1k nodes / 30k pods, 1 ms at 5k / 150k. Times are wall-clock on one core, with the garbage
-collector running as in `serve` (the view frozen, decisions' garbage
+pod: 0.5 ms at 1k nodes / 30k pods, 1 ms at 5k / 150k. Times are wall-clock
+on one core, with the garbage collector running as in `serve` (the view frozen, decisions' garbage
 collected as it comes); the workload is the same in every run (seeded, no
 salted hashes). The snapshot build and the incremental update cost are
 reported too.
