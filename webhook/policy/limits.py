@@ -154,49 +154,65 @@ def shape_error(value: Any, shape: object, path: str = "") -> str | None:
     JSON null stands for an absent field of an object (the core reads `x or {}`),
     but not for an item of an array or a map.
     Fields not in the shape are not read by the core and not checked.
+    Every review is walked: the path is spelt only for the field at fault.
     """
+    found = _walk(value, shape)
+    if found is None:
+        return None
+    parts, message = found
+    where = path + "".join(reversed(parts))
+    if where.startswith(".") and not path:
+        where = where[1:]
+    return f"{where or 'pod'}: {message}"
+
+
+def _walk(value: Any, shape: object) -> tuple[list[str], str] | None:
+    """(the path to the fault, innermost part first; what is wrong) or None."""
     if value is None:
         return None
     if isinstance(shape, dict):
         if not isinstance(value, dict):
-            return f"{path or 'pod'}: must be an object"
+            return [], "must be an object"
         for key, inner in shape.items():
-            error = shape_error(value.get(key), inner, f"{path}.{key}" if path else key)
-            if error:
-                return error
+            field = value.get(key)
+            if field is None:
+                continue
+            found = _walk(field, inner)
+            if found is not None:
+                found[0].append(f".{key}")
+                return found
         return None
     if isinstance(shape, _List):
         if not isinstance(value, list):
-            return f"{path}: must be an array"
+            return [], "must be an array"
         for i, item in enumerate(value):
-            if item is None:
-                return f"{path}[{i}]: must not be null"
-            error = shape_error(item, shape.item, f"{path}[{i}]")
-            if error:
-                return error
+            found = ([], "must not be null") if item is None else _walk(item, shape.item)
+            if found is not None:
+                found[0].append(f"[{i}]")
+                return found
         return None
     if isinstance(shape, _Map):
         if not isinstance(value, dict):
-            return f"{path}: must be an object"
+            return [], "must be an object"
         for key, item in value.items():
-            if item is None:
-                return f"{path}[{key[:40]!r}]: must not be null"
-            error = shape_error(item, shape.value, f"{path}[{key[:40]!r}]")
-            if error:
-                return error
+            found = ([], "must not be null") if item is None else _walk(item, shape.value)
+            if found is not None:
+                found[0].append(f"[{key[:40]!r}]")
+                return found
         return None
-    return _scalar_error(value, shape, path)
+    message = _scalar_error(value, shape)
+    return None if message is None else ([], message)
 
 
-def _scalar_error(value: Any, shape: object, path: str) -> str | None:
+def _scalar_error(value: Any, shape: object) -> str | None:
     if shape is QUANTITY:
         if isinstance(value, bool) or not isinstance(value, QUANTITY):
-            return f"{path}: must be a quantity (a string or a number)"
+            return "must be a quantity (a string or a number)"
         return None
     assert isinstance(shape, type)
     wrong_bool = isinstance(value, bool) and shape is not bool
     if wrong_bool or not isinstance(value, shape):
-        return f"{path}: must be {_NAMES.get(shape, shape.__name__)}"
+        return f"must be {_NAMES.get(shape, shape.__name__)}"
     return None
 
 
