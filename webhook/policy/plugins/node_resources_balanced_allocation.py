@@ -100,7 +100,8 @@ class NodeResourcesBalancedAllocation:
         without_pod = [req - _pod_request(state, spec) for spec, req, _ in cols]
         if len(cols) == 2:  # the default (cpu, memory): no stacking, the same arithmetic
             (_, req1, alloc1), (_, req2, alloc2) = cols
-            gain = _balance_gain_of_two(req1, req2, *without_pod, alloc1, alloc2)
+            base1, base2 = without_pod
+            gain = _balance_gain_of_two(req1, req2, base1, base2, alloc1, alloc2)
         else:
             balance = _Balance([alloc for _, _, alloc in cols])
             with_pod = [req for _, req, _ in cols]
