@@ -56,10 +56,27 @@ _POD_LEVEL_RESOURCES: Final = (CPU, MEMORY)
 
 
 def _nano(q: Any) -> int:
-    """A quantity in integer nano-units (Quantity keeps at most 1n precision, rounding up)."""
+    """A quantity in integer nano-units (Quantity keeps at most 1n precision, rounding up).
+
+    Remembered per string: pods of one template repeat the same few quantities, and the
+    exact arithmetic (Fraction) costs more than the rest of a container's parse."""
+    if isinstance(q, str):
+        known = _NANO_OF.get(q)
+        if known is not None:
+            return known
     f = parse_quantity(q) * _NANO
     n = f.numerator // f.denominator
-    return n if n == f else n + 1
+    n = n if n == f else n + 1
+    if isinstance(q, str):
+        if len(_NANO_OF) >= _NANO_OF_MAX:
+            _NANO_OF.clear()
+        _NANO_OF[q] = n
+    return n
+
+
+#: _nano's answers by quantity string (bounded: forgotten all at once when full).
+_NANO_OF: dict[str, int] = {}
+_NANO_OF_MAX: Final = 4096
 
 
 def _to_units(resource: str, nano: int) -> int:
