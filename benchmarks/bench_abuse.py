@@ -46,7 +46,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -57,7 +56,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import reviews  # noqa: E402
 from bench_admission import write_snapshot  # noqa: E402
+from reviews import admission_review, free_port, review_body  # noqa: E402
 
 import certs  # noqa: E402
 
@@ -71,36 +72,8 @@ def pct(values: list[float], p: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))], 2) if ordered else 0.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def review(pod: Any, *, dry_run: bool = False, namespace: str = "bench") -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": namespace,
-            "operation": "CREATE",
-            "object": pod,
-            "dryRun": dry_run,
-        },
-    }
-
-
 def plain_pod() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "fuzz-", "namespace": "bench", "labels": {"app": "f"}},
-        "spec": {"containers": [{"name": "c", "image": "app:1",
-                                 "resources": {"requests": {"cpu": "10m"}}}]},
-    }  # fmt: skip
+    return reviews.plain_pod("fuzz-", app="f")
 
 
 def stall_connections(port: int, context: ssl.SSLContext, anonymous: ssl.SSLContext) -> list[Any]:
@@ -299,7 +272,7 @@ def mutations(rng: random.Random, count: int) -> list[tuple[str, bytes, str]]:
     for n in range(count):
         kind = rng.choice(["replace", "replace", "replace", "labels", "deep", "broken",
                            "number", "type", "generate-name"])  # fmt: skip
-        body = review(plain_pod(), dry_run=rng.random() < 0.5)
+        body = admission_review(plain_pod(), dry_run=rng.random() < 0.5)
         content = "application/json"
         if kind == "replace":  # any JSON at any path of the review
             node: Any = body
@@ -411,7 +384,7 @@ def run_fuzz(bodies: int, nodes: int, rounds: int = 2) -> dict[str, Any]:
             def valid() -> None:
                 conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
                 while not done.is_set():
-                    data = orjson.dumps(review(plain_pod(), dry_run=True))
+                    data = review_body(plain_pod(), dry_run=True)
                     started = time.perf_counter()
                     conn.request("POST", "/mutate", data, {"Content-Type": "application/json"})
                     answer = conn.getresponse()

@@ -18,17 +18,15 @@ import random
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_policy import make_node, make_pod  # noqa: E402
+from reviews import plain_pod, review_body  # noqa: E402
 
 from webhook.admission.placement import Placer, PlacerSettings  # noqa: E402
 from webhook.admission.review import parse_review  # noqa: E402
@@ -43,13 +41,7 @@ UNLIMITED = PodLimits(*(10**9 for _ in range(12)))
 
 
 def plain() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "bench-", "namespace": "bench", "labels": {"app": "b"}},
-        "spec": {"containers": [{"name": "c", "image": "app:1",
-                                 "resources": {"requests": {"cpu": "100m"}}}]},
-    }  # fmt: skip
+    return plain_pod(cpu="100m", app="b")
 
 
 def with_spec(**spec: Any) -> dict[str, Any]:
@@ -78,21 +70,7 @@ def cases() -> dict[str, dict[str, Any]]:
 
 
 def body(pod: dict[str, Any]) -> bytes:
-    return orjson.dumps(
-        {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": str(uuid.uuid4()),
-                "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "namespace": "bench",
-                "operation": "CREATE",
-                "object": pod,
-                "dryRun": True,
-            },
-        }
-    )
+    return review_body(pod, dry_run=True)
 
 
 def measure(placer: Placer, data: bytes, repeat: int) -> tuple[float, str]:
