@@ -335,7 +335,8 @@ class BoundedWorker(ThreadWorker):  # type: ignore[misc]
             conn.sock.settimeout(self.limits.write_seconds)
             req = next(http.get_parser(self.cfg, [request], conn.client))
             started = datetime.now()
-            resp, environ = wsgi.create(req, conn.sock, conn.client, conn.server, self.cfg)
+            out = HeldWrites(conn.sock)
+            resp, environ = wsgi.create(req, out, conn.client, conn.server, self.cfg)
             environ["wsgi.multithread"] = True
             environ[ENVIRON_KEY] = conn.identity
             environ[RECEIVED_KEY] = received
@@ -346,6 +347,7 @@ class BoundedWorker(ThreadWorker):  # type: ignore[misc]
                 for item in respiter:
                     resp.write(item)
                 resp.close()
+                out.flush()
             finally:
                 self.log.access(resp, req, environ, datetime.now() - started)
                 if hasattr(respiter, "close"):
@@ -356,6 +358,43 @@ class BoundedWorker(ThreadWorker):  # type: ignore[misc]
         except Exception as err:
             self.handle_error(req, conn.sock, conn.client, err)
             return False
+
+
+class HeldWrites:
+    """A connection's socket as gunicorn's response writer sees it: what it writes is held
+    and sent in one `sendall` when the response is complete.
+
+    gunicorn writes the head and the body separately: two TLS records and two
+    sends for an answer of a few KiB, and a client that reads the head before
+    the body is there. Past `limit` held bytes (a large page), what is held is
+    sent at once. Anything else asked of the socket sends what is held first,
+    so bytes never change order. A response that fails before it is complete
+    sends nothing of it (the error answer goes to the socket itself).
+    """
+
+    __slots__ = ("held", "limit", "size", "sock")
+
+    def __init__(self, sock: Any, limit: int = 256 * 1024):
+        self.sock, self.limit = sock, limit
+        self.held: list[bytes] = []
+        self.size = 0
+
+    def sendall(self, data: bytes) -> None:
+        self.held.append(bytes(data))
+        self.size += len(data)
+        if self.size >= self.limit:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.held:
+            data = b"".join(self.held)
+            self.held.clear()
+            self.size = 0
+            self.sock.sendall(data)
+
+    def __getattr__(self, name: str) -> Any:
+        self.flush()
+        return getattr(self.sock, name)
 
 
 def _host(client: Any) -> str:

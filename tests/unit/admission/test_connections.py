@@ -148,3 +148,20 @@ def test_the_caller_is_named_in_the_decision_log(served: Served) -> None:
     decisions = [orjson.loads(line) for line in served.log.read_text().splitlines()
                  if '"msg":"decision"' in line]  # fmt: skip
     assert decisions and decisions[-1]["caller"] == "tester"
+
+
+def test_an_answer_arrives_whole_in_one_tls_record(served: Served) -> None:
+    """The head and the body are sent together: one read of one record has all of it."""
+    raw = socket.create_connection(("127.0.0.1", served.port), timeout=3)
+    tls = served.trusted.wrap_socket(raw, server_hostname="localhost")
+    body = review()
+    tls.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)  # fmt: skip
+    time.sleep(0.5)  # every byte of the answer has arrived
+    first = tls.recv(65536)  # one TLS record at most
+    head, _, rest = first.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))  # fmt: skip
+    assert head.startswith(b"HTTP/1.1 200") and len(rest) == length
+    assert orjson.loads(rest)["response"]["allowed"] is True
+    tls.close()
