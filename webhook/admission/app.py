@@ -17,11 +17,12 @@ webhook port may face callers that are not authenticated.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import parse_qsl
 
 import orjson
 from flask import Flask, Response, request
@@ -36,9 +37,9 @@ from webhook.admission.review import (
     MAX_BODY_BYTES,
     AdmissionRequest,
     ReviewError,
-    build_response,
     parse_review,
     parse_timeout,
+    response_body,
 )
 from webhook.logs import Throttle
 from webhook.serving.endpoints import Page, json_page
@@ -143,7 +144,7 @@ def create_app(
     def http_error(err: HTTPException) -> Response:
         status = err.code or 500
         if 400 <= status < 500:
-            stats.bad_requests.labels(str(status)).inc()
+            stats.child(stats.bad_requests, str(status)).inc()
         return _error(err.description or err.name, status)
 
     def route(review: AdmissionRequest, body: bytes, received: float) -> Outcome | Response:
@@ -152,9 +153,9 @@ def create_app(
         give_up_at = received + timeout - ANSWER_MARGIN
         kind, detail = router() if router is not None else ("decide", "")
         kind = str(getattr(kind, "value", kind))
-        if kind == "forward" and request.headers.get(FORWARDED_HEADER):
+        if kind == "forward" and request.environ.get(_FORWARDED_KEY):
             kind, detail = "hand-off", "the replica it was forwarded to does not lead"
-        stats.routes.labels(kind).inc()
+        stats.child(stats.routes, kind).inc()
         if kind == "decide":
             return placer.decide(review, give_up_at=give_up_at)
         if kind == "forward" and forwarder is not None:
@@ -163,7 +164,7 @@ def create_app(
             if answer is not None and answer.status == 200 and _answers(answer.body, review.uid):
                 stats.forward_seconds.observe(answer.seconds)
                 return Response(answer.body, status=200, mimetype="application/json")
-            stats.routes.labels("forward-failed").inc()
+            stats.child(stats.routes, "forward-failed").inc()
             detail = "the leading replica did not answer in time"
         return placer.hand_off(review, detail or "no replica can decide right now")
 
@@ -171,35 +172,35 @@ def create_app(
     def mutate() -> Response:
         started = time.perf_counter()
         received = placer.clock()
+        environ = request.environ
         body = request.get_data(cache=False)
         try:
-            review = parse_review(body, request.content_type)
+            review = parse_review(
+                body, environ.get("CONTENT_TYPE"), timeout_seconds=_caller_timeout(environ)
+            )
         except ReviewError as err:
-            stats.bad_requests.labels(str(err.status)).inc()
+            stats.child(stats.bad_requests, str(err.status)).inc()
             _throttle.warning(err.category, "bad admission request: %s", err.message[:300])
             return _error(err.message, err.status, err.uid)
-        timeout = parse_timeout(request.args.get("timeout"))
-        caller_timeout = parse_timeout((request.headers.get(CALLER_TIMEOUT_HEADER) or "") + "s")
-        review = replace(review, timeout_seconds=max(timeout or 0.0, caller_timeout or 0.0) or None)
         try:
             routed = placer.triage(review) or route(review, body, received)
             if isinstance(routed, Response):
                 return routed  # the leader's answer, relayed as it is
             outcome = routed
-            answer = build_response(
+            answer = response_body(
                 review.uid, patch=outcome.patch, warnings=outcome.warnings, audit=outcome.audit
             )
         except Exception as err:  # a bug after parsing: allow the pod untouched, never a 5xx
             if _throttle.allow("answer-failed") is not None:
                 log.exception("no answer for a review in namespace %s", review.namespace)
             outcome = Outcome("error", f"internal error: {type(err).__name__}", "internal-error")
-            answer = build_response(review.uid, warnings=outcome.warnings)
+            answer = response_body(review.uid, warnings=outcome.warnings)
         elapsed = time.perf_counter() - started
         with contextlib.suppress(Exception):  # bookkeeping must not turn an answer into a 500
             _record(stats, outcome, elapsed)
-            caller = request.environ.get(ENVIRON_KEY)
+            caller = environ.get(ENVIRON_KEY)
             _log_decision(review, outcome, elapsed, caller.common_name if caller else None)
-        return _json(answer)
+        return Response(answer, status=200, content_type="application/json")
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -210,6 +211,32 @@ def create_app(
         return _page_response(own_pages["/readyz"])
 
     return app
+
+
+#: WSGI environ keys of the two headers a forwarding replica sends.
+_FORWARDED_KEY = "HTTP_" + FORWARDED_HEADER.upper().replace("-", "_")
+_CALLER_TIMEOUT_KEY = "HTTP_" + CALLER_TIMEOUT_HEADER.upper().replace("-", "_")
+#: Longer values are parsed every time rather than remembered.
+_CACHED_TEXT = 64
+
+
+def _caller_timeout(environ: Mapping[str, Any]) -> float | None:
+    """How long the caller waits: the API server's `?timeout=`, or the forwarding replica's
+    header (the longer of the two). Read from the WSGI environ, not through the request's
+    parsed query and headers, and remembered per value: every review carries the same."""
+    query = environ.get("QUERY_STRING") or ""
+    header = environ.get(_CALLER_TIMEOUT_KEY) or ""
+    if len(query) > _CACHED_TEXT or len(header) > _CACHED_TEXT:
+        return _timeouts.__wrapped__(query, header)
+    return _timeouts(query, header)
+
+
+@functools.lru_cache(maxsize=64)
+def _timeouts(query: str, header: str) -> float | None:
+    values = [v for k, v in parse_qsl(query, keep_blank_values=True) if k == "timeout"]
+    timeout = parse_timeout(values[0] if values else None)
+    caller_timeout = parse_timeout(header + "s")
+    return max(timeout or 0.0, caller_timeout or 0.0) or None
 
 
 def _answers(body: bytes, uid: str) -> bool:
@@ -223,9 +250,9 @@ def _answers(body: bytes, uid: str) -> bool:
 
 
 def _record(stats: AdmissionMetrics, outcome: Outcome, elapsed: float) -> None:
-    stats.decision_seconds.labels(outcome.result).observe(elapsed)
+    stats.child(stats.decision_seconds, outcome.result).observe(elapsed)
     reason = outcome.category or ("placed" if outcome.result == "placed" else outcome.result)
-    stats.decisions.labels(outcome.result, reason).inc()
+    stats.child(stats.decisions, outcome.result, reason).inc()
 
 
 def _log_decision(

@@ -6,9 +6,11 @@ webhook timeout, where an unhealthy one ends.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01,
@@ -30,6 +32,20 @@ class AdmissionMetrics:
     forward_seconds: Histogram
     reservations_ended: Gauge
     leader: Gauge
+    _children: dict[tuple[int, tuple[str, ...]], Any] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def child(self, metric: MetricWrapperBase, *labels: str) -> Any:
+        """`metric.labels(*labels)`, looked up once per label set and kept: `labels()`
+        validates and locks on every call, a cost on every admission. Every label
+        value here is a fixed word (results, reasons, routes, statuses), so the
+        children are few."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children.setdefault(key, metric.labels(*labels))
+        return found
 
     @classmethod
     def create(cls) -> AdmissionMetrics:

@@ -93,6 +93,13 @@ def _depth(value: Any, limit: int) -> int:
 _CONTAINERS = (dict, list)
 
 
+def _may_nest_deeper(body: bytes) -> bool:
+    """False when the body opens too few objects and arrays to nest past MAX_NESTING (a
+    scalar is a level of its own, so it takes MAX_NESTING of them): a byte count, far
+    cheaper than walking the decoded value. Brackets inside strings only over-count."""
+    return body.count(b"{") + body.count(b"[") >= MAX_NESTING
+
+
 def _str_field(data: Mapping[str, Any], name: str, uid: str | None, *, required: bool) -> str:
     value = data.get(name)
     if value is None and not required:
@@ -113,8 +120,11 @@ def _gvk(data: Mapping[str, Any], name: str, uid: str | None) -> Mapping[str, st
     return value
 
 
-def parse_review(body: bytes, content_type: str | None) -> AdmissionRequest:
-    """Decode and validate an AdmissionReview request body."""
+def parse_review(
+    body: bytes, content_type: str | None, *, timeout_seconds: float | None = None
+) -> AdmissionRequest:
+    """Decode and validate an AdmissionReview request body (once: the object is kept as
+    decoded, and `timeout_seconds`, the caller's, is set here rather than on a copy)."""
     if content_type is None or content_type.split(";")[0].strip().lower() != "application/json":
         raise ReviewError(
             f"Content-Type must be application/json, got {content_type!r}",
@@ -135,7 +145,7 @@ def parse_review(body: bytes, content_type: str | None) -> AdmissionRequest:
         ) from None
     if not isinstance(review, dict):
         raise ReviewError("body must be a JSON object (an AdmissionReview)", category="not-review")
-    if _depth(review, MAX_NESTING) > MAX_NESTING:
+    if _may_nest_deeper(body) and _depth(review, MAX_NESTING) > MAX_NESTING:
         raise ReviewError(f"JSON nested deeper than {MAX_NESTING} levels", category="too-deep")
     request = review.get("request")
     uid = request.get("uid") if isinstance(request, dict) else None
@@ -167,6 +177,7 @@ def parse_review(body: bytes, content_type: str | None) -> AdmissionRequest:
         sub_resource=_str_field(request, "subResource", uid, required=False),
         obj=obj,
         raw=request,
+        timeout_seconds=timeout_seconds,
     )
 
 
@@ -191,14 +202,12 @@ def parse_timeout(value: str | None) -> float | None:
     return total if 0 < total <= 60 else None
 
 
-def build_response(
+def _response(
     uid: str,
-    *,
-    patch: list[PatchOperation] | None = None,
-    warnings: list[str] | None = None,
-    audit: Mapping[str, str] | None = None,
+    patch: list[PatchOperation] | None,
+    warnings: list[str] | None,
+    audit: Mapping[str, str] | None,
 ) -> dict[str, Any]:
-    """An allowing AdmissionReview response, with a JSONPatch when there is one."""
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     if patch:
         response["patchType"] = "JSONPatch"
@@ -207,4 +216,35 @@ def build_response(
         response["warnings"] = warnings
     if audit:
         response["auditAnnotations"] = dict(audit)
-    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+    return response
+
+
+def build_response(
+    uid: str,
+    *,
+    patch: list[PatchOperation] | None = None,
+    warnings: list[str] | None = None,
+    audit: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """An allowing AdmissionReview response, with a JSONPatch when there is one."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "response": _response(uid, patch, warnings, audit),
+    }
+
+
+#: The constant envelope of every answer, around its `response` object.
+_PREFIX = b'{"apiVersion":' + orjson.dumps(API_VERSION) + b',"kind":' + orjson.dumps(KIND)
+_PREFIX += b',"response":'
+
+
+def response_body(
+    uid: str,
+    *,
+    patch: list[PatchOperation] | None = None,
+    warnings: list[str] | None = None,
+    audit: Mapping[str, str] | None = None,
+) -> bytes:
+    """`build_response` encoded as JSON, the constant envelope prebuilt (the same bytes)."""
+    return _PREFIX + orjson.dumps(_response(uid, patch, warnings, audit)) + b"}"

@@ -339,6 +339,20 @@ def test_health_readiness_and_metrics(client: FlaskClient) -> None:
     assert 'placement_webhook_decision_seconds_bucket{le="0.001",result="placed"}' in text
 
 
+def test_metrics_count_every_admission_and_every_bad_request(client: FlaskClient) -> None:
+    for i in range(3):
+        post(client, review(pod(f"p{i}", cpu="100m"), uid=f"uid-{i}"))
+    post(client, b"{")
+    post(client, b"[]")
+    post(client, review(pod()), content_type="text/plain")
+    text = client.application.extensions["placement-webhook.pages"]["/metrics"]()[2].decode()
+    assert 'placement_webhook_decisions_total{reason="placed",result="placed"} 3.0' in text
+    assert 'placement_webhook_decision_seconds_count{result="placed"} 3.0' in text
+    assert 'placement_webhook_routes_total{route="decide"} 3.0' in text
+    assert 'placement_webhook_bad_requests_total{status="400"} 2.0' in text
+    assert 'placement_webhook_bad_requests_total{status="415"} 1.0' in text
+
+
 def test_readyz_fails_while_the_view_is_not_synced() -> None:
     """With the real gate on a view nothing was listed into (the live source's
     gate is tested with its informers in tests/unit/cluster/test_source.py)."""

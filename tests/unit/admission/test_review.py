@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import orjson
 import pytest
@@ -15,6 +16,7 @@ from webhook.admission.review import (
     ReviewError,
     build_response,
     parse_review,
+    response_body,
 )
 
 JSON = "application/json"
@@ -112,6 +114,32 @@ def test_response_echoes_uid_and_encodes_the_patch() -> None:
     assert response["allowed"] is True
     assert response["patchType"] == "JSONPatch"
     assert orjson.loads(base64.b64decode(response["patch"])) == patch
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"patch": [{"op": "add", "path": "/spec/nodeName", "value": "n1"}],
+          "warnings": ["w"], "audit": {"decision": "placed: n1"}}],
+)  # fmt: skip
+def test_the_answer_body_is_the_response_encoded(fields: dict[str, Any]) -> None:
+    assert response_body("u-9", **fields) == orjson.dumps(build_response("u-9", **fields))
+
+
+def test_nesting_to_the_limit_is_read_and_one_level_more_is_refused() -> None:
+    def nested(levels: int) -> bytes:
+        value: Any = "x"
+        for _ in range(levels - 4):  # the review, its request, the object, its field
+            value = [value]
+        return review(object={"a": value})
+
+    assert parse_review(nested(MAX_NESTING), JSON).uid == "u-1"
+    with pytest.raises(ReviewError, match="nested deeper"):
+        parse_review(nested(MAX_NESTING + 1), JSON)
+
+
+def test_the_callers_timeout_is_kept_on_the_parsed_request() -> None:
+    assert parse_review(review(), JSON, timeout_seconds=2.5).timeout_seconds == 2.5
+    assert parse_review(review(), JSON).timeout_seconds is None
 
 
 def test_response_without_patch_has_no_patch_type() -> None:

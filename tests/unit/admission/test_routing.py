@@ -76,6 +76,31 @@ def test_the_follower_gives_the_leader_less_than_the_callers_timeout() -> None:
 
 
 @pytest.mark.parametrize(
+    ("query", "header", "seconds"),
+    [
+        ("timeout=2s", None, 2.0),
+        ("dryRun=All&timeout=500ms", None, 0.5),
+        ("timeout=1s", "3.000", 3.0),
+        ("timeout=4s", "3.000", 4.0),
+        ("timeout=%31s", None, 1.0),
+        ("", "2.500", 2.5),
+        ("timeout=" + "9" * 100 + "s", None, 10.0),
+        ("timeout=soon", None, 10.0),
+    ],
+)
+def test_the_caller_waits_the_longer_of_the_timeout_parameter_and_the_forwarded_timeout(
+    query: str, header: str | None, seconds: float
+) -> None:
+    forwarder = Forwarder(leader_answer("uid-1"))
+    client, _ = app(("forward", "https://leader:8443"), forwarder)
+    headers = {CALLER_TIMEOUT_HEADER: header} if header else {}
+    for _ in range(2):  # the second time from what was remembered
+        client.post(f"/mutate?{query}", data=orjson.dumps(review(pod())),
+                    content_type="application/json", headers=headers)  # fmt: skip
+    assert [c["caller_timeout"] for c in forwarder.calls] == [seconds, seconds]
+
+
+@pytest.mark.parametrize(
     "forwarder",
     [
         Forwarder(None),
