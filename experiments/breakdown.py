@@ -6,7 +6,7 @@ rule order) one of whose patterns occurs in any of its frames, so a cause is
 everything done on behalf of it, callees included. `per_pod` turns weights
 into milliseconds per pod.
 
-    python -m experiments.breakdown FILE.pprof|FILE.pyspy [--rules apiserver|webhook]
+    python -m experiments.breakdown FILE.pprof|FILE.pyspy [--rules apiserver|webhook|admission]
         [--pods N | --per-pod-ms MS]
 """
 
@@ -218,6 +218,36 @@ RULES: dict[str, Sequence[Rule]] = {
         ("gunicorn HTTP parse, TLS, worker", ("gunicorn/", "ssl.py", "worker.py", "framing.py")),
         ("watches and view upkeep", ("Informer", "informer.py", "source.py", "view.py")),
         ("leader election, conflict loop", ("election.py", "report.py", "ledger.py")),
+    ),
+    # One admission's path through `serve` (bench_admission's load; py-spy --gil on the worker).
+    "admission": (
+        ("logging (the decision line)", ("logging/__init__", "_log_decision")),
+        ("metrics (prometheus)", ("prometheus_client", "_record (")),
+        ("reservation ledger", ("ledger.py",)),
+        ("decision (policy core: filter, score)", ("framework.py",)),
+        ("pod parse (PodView.from_dict)", ("policy/model.py",)),
+        ("cluster view (lock, node labels)", ("cluster/view.py",)),
+        ("patch build", ("patch.py", "Placer._answer")),
+        ("parse_review", ("parse_review",)),
+        ("triage (rules, limits, validation)", ("triage",)),
+        ("response encode", ("build_response", "response_body", "_json (")),
+        ("route and decide (rest)", ("Placer.decide", "route (")),
+        ("werkzeug request and response objects", ("werkzeug/",)),
+        ("/mutate handler (rest)", ("mutate (",)),
+        ("Flask dispatch", ("flask/",)),
+        (
+            "gunicorn request parse",
+            ("gunicorn/http/parser", "gunicorn/http/message", "gunicorn/http/unreader"),
+        ),
+        ("gunicorn environ and response write", ("gunicorn/http/wsgi",)),
+        ("environ and answer bytes (exchange.py)", ("exchange.py",)),
+        ("TLS read and write", ("ssl.py",)),
+        ("HTTP framing", ("framing.py",)),
+        (
+            "event loop and thread hand-off",
+            ("worker.py", "gthread.py", "selectors.py", "futures/thread.py", "futures/_base.py"),
+        ),
+        ("garbage-collector freeze thread", ("memory.py",)),
     ),
 }
 

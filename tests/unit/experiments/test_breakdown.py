@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from experiments.breakdown import attribute, parse_traces, pyspy_stacks, table, top
+from experiments.breakdown import RULES, attribute, parse_traces, pyspy_stacks, table, top
 
 TRACES = """File: kube-apiserver
 Type: cpu
@@ -47,3 +47,25 @@ def test_an_unprofiled_per_pod_figure_is_spread_by_share():
     text = table({"a": 3.0, "b": 1.0}, unit=1.0, pods=None, label="cause", per_pod_ms=8.0)
     assert "| a | 3,000 | 75% | 6.00 |" in text
     assert "| **total** | 4,000 | 100% | 8.00 |" in text
+
+
+def test_admission_rules_give_a_stack_the_most_specific_step_of_the_request() -> None:
+    serve = ("_worker (/lib/concurrent/futures/thread.py:83)",
+             "BoundedWorker._serve (/src/webhook/serving/worker.py:356)")  # fmt: skip
+    flask = ("respond (/src/webhook/serving/exchange.py:127)",
+             "Flask.__call__ (/venv/flask/app.py:1529)",
+             "create_app.<locals>.mutate (/src/webhook/admission/app.py:190)")  # fmt: skip
+    stacks = [
+        ((*serve, *flask, "parse_review (/src/webhook/admission/review.py:150)"), 3.0),
+        ((*serve, *flask, "Logger.info (/lib/logging/__init__.py:1479)"), 2.0),
+        ((*serve, "environ_for (/src/webhook/serving/exchange.py:70)"), 1.0),
+        ((*serve, "SSLSocket.sendall (/lib/ssl.py:1241)"), 1.0),
+        (serve, 4.0),
+    ]
+    assert attribute(stacks, RULES["admission"]) == {
+        "parse_review": 3.0,
+        "logging (the decision line)": 2.0,
+        "environ and answer bytes (exchange.py)": 1.0,
+        "TLS read and write": 1.0,
+        "event loop and thread hand-off": 4.0,
+    }
