@@ -240,7 +240,6 @@ RULES: dict[str, Sequence[Rule]] = {
             ("gunicorn/http/parser", "gunicorn/http/message", "gunicorn/http/unreader"),
         ),
         ("gunicorn environ and response write", ("gunicorn/http/wsgi",)),
-        ("environ and answer bytes (exchange.py)", ("exchange.py",)),
         ("TLS read and write", ("ssl.py",)),
         ("HTTP framing", ("framing.py",)),
         (

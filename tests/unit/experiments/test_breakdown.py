@@ -52,20 +52,20 @@ def test_an_unprofiled_per_pod_figure_is_spread_by_share():
 def test_admission_rules_give_a_stack_the_most_specific_step_of_the_request() -> None:
     serve = ("_worker (/lib/concurrent/futures/thread.py:83)",
              "BoundedWorker._serve (/src/webhook/serving/worker.py:356)")  # fmt: skip
-    flask = ("respond (/src/webhook/serving/exchange.py:127)",
+    flask = ("BoundedWorker._serve (/src/webhook/serving/worker.py:345)",
              "Flask.__call__ (/venv/flask/app.py:1529)",
              "create_app.<locals>.mutate (/src/webhook/admission/app.py:190)")  # fmt: skip
     stacks = [
         ((*serve, *flask, "parse_review (/src/webhook/admission/review.py:150)"), 3.0),
         ((*serve, *flask, "Logger.info (/lib/logging/__init__.py:1479)"), 2.0),
-        ((*serve, "environ_for (/src/webhook/serving/exchange.py:70)"), 1.0),
+        ((*serve, "create (/venv/gunicorn/http/wsgi.py:100)"), 1.0),
         ((*serve, "SSLSocket.sendall (/lib/ssl.py:1241)"), 1.0),
         (serve, 4.0),
     ]
     assert attribute(stacks, RULES["admission"]) == {
         "parse_review": 3.0,
         "logging (the decision line)": 2.0,
-        "environ and answer bytes (exchange.py)": 1.0,
+        "gunicorn environ and response write": 1.0,
         "TLS read and write": 1.0,
         "event loop and thread hand-off": 4.0,
     }
