@@ -3,7 +3,9 @@
 Pods are parsed into `PodRecord`s when their event arrives (once), nodes
 into `NodeView`s, so a detection pass only groups and sums. The feed parses
 each pod once for the view and this store (the view keeps `record.view`,
-the same PodView object), and each node once likewise. A pass works on
+the same PodView object), and each node once likewise; equal parts of
+different pods (a workload's labels, requests, tolerations...) are one
+object (webhook.conflicts.canon). A pass works on
 a copy taken under the lock; the lock is never held while detecting.
 `version` moves on every change, so an unchanged cluster is not re-checked.
 Changes are also journalled (the latest state per object) for the
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.conflicts.canon import Canon
 from webhook.conflicts.model import PodRecord
 from webhook.policy.model import NodeView
 
@@ -60,6 +63,7 @@ class ConflictStore:
         self.version = 0
         self.unparsable = 0
         self._journal: dict[tuple[str, str], Any] = {}
+        self._canon = Canon()
 
     # ---- reading the previous state (the feed compares old and new) ----
     def node(self, name: str) -> NodeView | None:
@@ -97,7 +101,7 @@ class ConflictStore:
     def parse_pod(self, pod: Mapping[str, Any]) -> PodRecord | None:
         """The pod's record, or None (logged and counted) when it is not parsable."""
         try:
-            return PodRecord.from_dict(pod)
+            return self._canon.record(PodRecord.from_dict(pod))
         except (ValueError, TypeError) as err:
             meta = pod.get("metadata") or {}
             log.warning("pod %s/%s not parsable: %s", meta.get("namespace"), meta.get("name"), err)
