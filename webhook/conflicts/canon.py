@@ -17,7 +17,6 @@ is bounded: when it reaches `limit` entries it is emptied and fills again
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
@@ -82,30 +81,33 @@ class Canon:
         return value
 
     def view(self, view: PodView) -> PodView:
-        changes: dict[str, Any] = {}
+        """`view` with its parts swapped for the shared equal ones, in place: call it only
+        on a view just parsed, that nothing else holds yet."""
         for name in HASHABLE_FIELDS:
             old = getattr(view, name)
             new = self.value(name, old)
             if new is not old:
-                changes[name] = new
+                _set(view, name, new)
         for name in MAPPING_FIELDS:
             old = getattr(view, name)
             new = self.mapping(name, old)
             if new is not old:
-                changes[name] = new
-        return dataclasses.replace(view, **changes) if changes else view
+                _set(view, name, new)
+        return view
 
     def record(self, record: PodRecord) -> PodRecord:
-        """`record` with its parts swapped for the shared equal ones (an equal record)."""
-        view = self.view(record.view)
+        """`record` with its parts swapped for the shared equal ones (in place, as `view`)."""
+        self.view(record.view)
         created = self.value("time", record.created)
         arrived = created if record.arrived == record.created else record.arrived
-        return dataclasses.replace(
-            record,
-            view=view,
-            phase=self.value("phase", record.phase),
-            created=created,
-            arrived=self.value("time", arrived),
-            provenance=self.value("provenance", record.provenance),
-            owner=self.value("owner", record.owner),
-        )
+        _set(record, "phase", self.value("phase", record.phase))
+        _set(record, "created", created)
+        _set(record, "arrived", self.value("time", arrived))
+        _set(record, "provenance", self.value("provenance", record.provenance))
+        _set(record, "owner", self.value("owner", record.owner))
+        return record
+
+
+def _set(obj: PodView | PodRecord, name: str, value: Any) -> None:
+    """Set a field of a frozen view that is not shared yet (the parse's last step)."""
+    object.__setattr__(obj, name, value)
