@@ -118,11 +118,17 @@ class Feed:
 
     def _parse(self, kind: str, obj: Mapping[str, Any]) -> PodRecord | NodeView | None:
         """One parse for the view and the store: a pod's record (None when unparsable:
-        the view then parses, and fails, as it would alone), a node's view."""
+        the view then parses, and fails, as it would alone), a node's view. An object
+        equal to the stored one (a re-list, a status heartbeat) is the stored one, so the
+        store, which keeps its old record then, and the view go on sharing it."""
         if kind == "Pod":
-            return self.store.parse_pod(obj)
+            record = self.store.parse_pod(obj)
+            if record is not None and self.store.pod(_uid(obj)) == record:
+                return self.store.pod(_uid(obj))  # unchanged: the view keeps sharing it
+            return record
         if kind == "Node":
-            return NodeView.from_dict(obj)
+            node = NodeView.from_dict(obj)
+            return self.store.node(node.name) if self.store.node(node.name) == node else node
         return None
 
     def replace(self, kind: str, pages: Iterable[list[Mapping[str, Any]]]) -> int:
