@@ -118,17 +118,11 @@ class Feed:
 
     def _parse(self, kind: str, obj: Mapping[str, Any]) -> PodRecord | NodeView | None:
         """One parse for the view and the store: a pod's record (None when unparsable:
-        the view then parses, and fails, as it would alone), a node's view. An object
-        equal to the stored one (a re-list, a status heartbeat) is the stored one, so the
-        store, which keeps its old record then, and the view go on sharing it."""
+        the view then parses, and fails, as it would alone), a node's view."""
         if kind == "Pod":
-            record = self.store.parse_pod(obj)
-            if record is not None and self.store.pod(_uid(obj)) == record:
-                return self.store.pod(_uid(obj))  # unchanged: the view keeps sharing it
-            return record
+            return self.store.parse_pod(obj)
         if kind == "Node":
-            node = NodeView.from_dict(obj)
-            return self.store.node(node.name) if self.store.node(node.name) == node else node
+            return NodeView.from_dict(obj)
         return None
 
     def replace(self, kind: str, pages: Iterable[list[Mapping[str, Any]]]) -> int:
