@@ -7,7 +7,8 @@ In-process, no cluster: the objects bench_reconciler's scale part creates,
 shaped as the API server returns them (defaults, tolerations, managedFields,
 status), go through the reconcile process's own path: the informer's pages
 into `Feed.replace` (the view, the conflict store), then one full detection
-pass (the `ConflictReporter`'s incremental detector, built from a full copy).
+pass (the `ConflictReporter`'s incremental detector, built from a full copy),
+then the periodic safety pass (a fresh detector while the old one lives).
 RSS is printed after each stage; `--apart` fills the view, then the store
 (not through the feed), so each gets its own RSS step. With `--trace`
 (slow: use 1k nodes), each live allocation is also charged to the innermost
@@ -186,6 +187,10 @@ def main() -> int:
     detect = time.perf_counter() - start
     gc.collect()
     stages.append(("+ a full detection pass", rss_mib()))
+    reporter._since_full = reporter.safety_every  # the periodic safety pass: a fresh detector
+    reporter.run_pass()
+    gc.collect()
+    stages.append(("+ a second (safety) full pass", rss_mib()))
     pods = store.counts()[1]
     print(
         f"{args.nodes} nodes, {pods} pods: listed in {listed:.1f}s, full pass {detect:.1f}s, "

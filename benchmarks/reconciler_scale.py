@@ -336,10 +336,12 @@ class Reconciler:
         )
 
     def wait_synced(self, timeout: float) -> tuple[float, float, dict[str, Any]]:
-        """(seconds to /readyz 200 as leader, seconds to the end of the first detection pass
-        that started after that, its /debug/conflicts)."""
+        """(seconds to /readyz 200 as leader, seconds until detection caught up, its
+        /debug/conflicts). A pass runs only when the store changed, so caught up means: no
+        new pass for max(1 s, 3 x the last pass's duration) after ready."""
         deadline = self.started + timeout
-        ready_at, passes_at_ready = None, 0
+        ready_at = None
+        passes, changed_at = -1, 0.0
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise SystemExit(f"reconciler exited with {self.process.returncode}")
@@ -348,14 +350,15 @@ class Reconciler:
                     status, info = get_json(self.port, "/readyz", 5)
                     if status == 200 and info.get("leader"):
                         ready_at = time.monotonic()
-                        _, conflicts = get_json(self.metrics, "/debug/conflicts")
-                        passes_at_ready = conflicts.get("passes", 0)
                 else:
                     _, conflicts = get_json(self.metrics, "/debug/conflicts")
-                    if conflicts.get("passes", 0) > passes_at_ready + 1:
-                        now = time.monotonic()
-                        return ready_at - self.started, now - self.started, conflicts
-            time.sleep(0.25)
+                    now = time.monotonic()
+                    if conflicts.get("passes", 0) != passes:
+                        passes, changed_at = conflicts.get("passes", 0), now
+                    quiet = max(1.0, 3 * float(conflicts.get("seconds", 0.0)))
+                    if passes > 0 and now - changed_at >= quiet:
+                        return ready_at - self.started, changed_at - self.started, conflicts
+            time.sleep(0.1)
         raise SystemExit(f"reconciler not synced after {timeout:.0f}s")
 
     def stop(self) -> None:
@@ -466,7 +469,14 @@ def measure(
             kinds[c["kind"]] = kinds.get(c["kind"], 0) + 1
         out["conflicts_at_sync"] = kinds
         out["memory_after_sync"] = proc_memory(rec.process.pid)
-        time.sleep(idle)
+        samples = []
+        for _ in range(max(1, round(idle))):  # one reading a second: when memory moves
+            time.sleep(min(1.0, idle))
+            samples.append(round(proc_memory(rec.process.pid)["rss"], 1))
+        out["rss_while_idle"] = samples
+        out["passes_during_idle"] = (
+            get_json(rec.metrics, "/debug/conflicts")[1].get("passes", 0) - conflicts["passes"]
+        )
         out["memory_after_idle"] = proc_memory(rec.process.pid)
         out["idle_seconds"] = idle
         out["changes"] = changes(cluster, rec, probe_pods(nodes, per_node, probes), wait=30)
