@@ -338,7 +338,8 @@ class Reconciler:
     def wait_synced(self, timeout: float) -> tuple[float, float, dict[str, Any]]:
         """(seconds to /readyz 200 as leader, seconds until detection caught up, its
         /debug/conflicts). A pass runs only when the store changed, so caught up means: no
-        new pass for max(1 s, 3 x the last pass's duration) after ready."""
+        new pass for max(5 s, 3 x the last pass's duration) after ready (a running pass is
+        not visible: at 5k/150k, 1 s was too short; the caught-up time is approximate)."""
         deadline = self.started + timeout
         ready_at = None
         passes, changed_at = -1, 0.0
@@ -355,7 +356,7 @@ class Reconciler:
                     now = time.monotonic()
                     if conflicts.get("passes", 0) != passes:
                         passes, changed_at = conflicts.get("passes", 0), now
-                    quiet = max(1.0, 3 * float(conflicts.get("seconds", 0.0)))
+                    quiet = max(5.0, 3 * float(conflicts.get("seconds", 0.0)))
                     if passes > 0 and now - changed_at >= quiet:
                         return ready_at - self.started, changed_at - self.started, conflicts
             time.sleep(0.1)
