@@ -1,6 +1,8 @@
 """Time-to-bind of pending pods through the reconciler, and the cost of a conflict pass.
 
 Usage: python benchmarks/bench_reconciler.py [--quick] [--out FILE] [--skip-cluster]
+       python benchmarks/bench_reconciler.py --scale 5000 [--pods-per-node 30]
+           [--reconciler-python PY ...] [--out FILE]
 
 Part 1 (a real local control plane, a real `placement-webhook reconcile`
 process, no webhook): pods with `schedulerName: placement-webhook` are
@@ -16,6 +18,12 @@ sent. Three scenarios:
 Part 2 (pure): `detect()` over synthetic clusters (30 pods per node, a few
 overcommitted nodes), and the cost of parsing pods into records.
 
+Scale part (`--scale N`, instead of parts 1 and 2; benchmarks/reconciler_scale.py):
+N bare Nodes and N x 30 bound pods (zone spread, hostname anti-affinity,
+plain; 1% of nodes overcommitted) on a local etcd + kube-apiserver, then a
+real `placement-webhook reconcile` against them: creation rate, time to
+sync, RSS/PSS/peak RSS, and the per-change conflict cost in the live process.
+
 Prints tables and writes JSON (build/bench/reconciler.json by default).
 Wall-clock on a shared machine: read the spread, not the digits.
 """
@@ -25,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import platform
 import random
 import statistics
@@ -38,6 +47,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import reconciler_scale  # benchmarks/, beside this file
 
 from webhook.conflicts.detect import detect
 from webhook.conflicts.model import PodRecord
@@ -312,14 +323,65 @@ def detection(quick: bool) -> dict[str, Any]:
     return out
 
 
+DEFAULT_OUT = "build/bench/reconciler.json"
+SCALE_OUT = "build/bench/reconciler-scale.json"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer pods, smaller clusters")
     parser.add_argument("--skip-cluster", action="store_true", help="only the pure detect() part")
-    parser.add_argument("--out", default="build/bench/reconciler.json")
+    parser.add_argument("--out", default=DEFAULT_OUT)
     parser.add_argument("--bind-workers", type=int, default=4, help="the reconciler's flag")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=0,
+        metavar="NODES",
+        help="the scale part at NODES nodes (5000; 1000 for a quick check)",
+    )
+    parser.add_argument("--pods-per-node", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=24, help="scale: creating threads")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=900.0,
+        help="scale: seconds allowed for creating the pods (stops there)",
+    )
+    parser.add_argument("--probes", type=int, default=10, help="scale: changes per conflict kind")
+    parser.add_argument(
+        "--conflict-interval",
+        type=float,
+        default=0.05,
+        help="scale: the reconciler's --conflict-interval",
+    )
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=30.0,
+        help="scale: seconds idle between the two memory readings",
+    )
+    parser.add_argument(
+        "--reconciler-python",
+        action="append",
+        default=[],
+        metavar="PY",
+        help="scale: interpreter whose install runs the reconciler (repeatable: "
+        "one run each on the same cluster; default this one)",
+    )
+    args = parser.parse_args()  # fmt: skip
     results: dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version()}
+    if args.scale:
+        results["load_before"] = os.getloadavg()
+        with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+            results["scale"] = reconciler_scale.scale(
+                args.scale, args.pods_per_node, pythons=args.reconciler_python or [sys.executable],
+                threads=args.threads, budget=args.budget, probes=args.probes,
+                interval=args.conflict_interval, idle=args.idle, workdir=Path(tmp),
+            )  # fmt: skip
+        results["load_after"] = os.getloadavg()
+        print(f"load average before {results['load_before']}, after {results['load_after']}")
+        return write(results, args.out if args.out != DEFAULT_OUT else SCALE_OUT)
     if not args.skip_cluster:
         print(
             "time-to-bind (create sent -> bound pod seen on a watch), 20 nodes, 1 reconciler "
@@ -329,7 +391,11 @@ def main() -> int:
         results["time_to_bind"]["bind_workers"] = args.bind_workers
     print("conflict detection, one pass (pure):")
     results["detect"] = detection(args.quick)
-    out = Path(args.out)
+    return write(results, args.out)
+
+
+def write(results: dict[str, Any], path: str) -> int:
+    out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     print(f"wrote {out}")

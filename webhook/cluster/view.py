@@ -30,6 +30,8 @@ from webhook.policy.status import Code
 from webhook.policy.workloads import WORKLOAD_KINDS, WorkloadView, object_key
 
 T = TypeVar("T")
+Parsed = PodView | NodeView
+"""A pod's or a node's view, parsed by the caller (the feed shares one parse)."""
 # What the view is fed; the Services and controllers give default spreading its selectors.
 KINDS = (
     "Node",
@@ -100,13 +102,17 @@ class ClusterView:
         ref = ObjectRef.of(obj)
         return (ref.uid or ref.name) if kind == "Pod" else ref.name
 
-    def _upsert(self, kind: str, obj: Mapping[str, Any]) -> Reservation | None:
-        """Store an object; for a pod one of our reservations made, return that reservation."""
+    def _upsert(
+        self, kind: str, obj: Mapping[str, Any], parsed: Parsed | None = None
+    ) -> Reservation | None:
+        """Store an object (`parsed`: its view, when the caller parsed it already); for a pod
+        one of our reservations made, return that reservation."""
         fulfilled = None
         if kind == "Node":
-            self._snapshot.upsert_node(NodeView.from_dict(obj))
+            node = parsed if isinstance(parsed, NodeView) else NodeView.from_dict(obj)
+            self._snapshot.upsert_node(node)
         elif kind == "Pod":
-            pod = PodView.from_dict(obj)
+            pod = parsed if isinstance(parsed, PodView) else PodView.from_dict(obj)
             if pod.reservation and (pod.counted_node or pod.is_terminal or pod.is_terminating):
                 fulfilled = self._ledger.fulfil(pod.reservation)
             self._snapshot.upsert_pod(pod)
@@ -132,19 +138,26 @@ class ClusterView:
             self._snapshot.remove_namespace(key)
         self._known[kind].discard(key)
 
-    def replace(self, kind: str, pages: Iterable[list[Mapping[str, Any]]]) -> int:
+    def replace(
+        self,
+        kind: str,
+        pages: Iterable[list[Mapping[str, Any]]],
+        parsed: Callable[[Mapping[str, Any]], Parsed | None] | None = None,
+    ) -> int:
         """A full list, page by page: upsert every object, then drop those that are gone.
 
         The lock is taken per page, so decisions go on during a long re-list
         (against a view that is a mix of the old and the new list, as any
         watch-fed cache is for a moment); raw pages are freed as they go.
+        `parsed(obj)` gives an object's view when the caller parsed it already
+        (the reconciler's feed: one parse for the view and the conflict store).
         """
         seen: set[str] = set()
         fulfilled: list[tuple[Mapping[str, Any], Reservation]] = []
         for page in pages:
             with self._lock:
                 for obj in page:
-                    reservation = self._upsert(kind, obj)
+                    reservation = self._upsert(kind, obj, parsed(obj) if parsed else None)
                     if reservation is not None:
                         fulfilled.append((obj, reservation))
                     seen.add(self._key(kind, obj))
@@ -156,13 +169,16 @@ class ClusterView:
         self._announce(fulfilled)
         return len(seen)
 
-    def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> None:
+    def apply(
+        self, kind: str, event: str, obj: Mapping[str, Any], parsed: Parsed | None = None
+    ) -> None:
+        """One watch event (`parsed`: the object's view, when the caller parsed it already)."""
         fulfilled = None
         with self._lock:
             if event == "DELETED":
                 self._remove(kind, self._key(kind, obj), obj)
             else:
-                fulfilled = self._upsert(kind, obj)
+                fulfilled = self._upsert(kind, obj, parsed)
             self._last_seen[kind] = self._clock()
             version = bodies.resource_version(obj)
             if version:

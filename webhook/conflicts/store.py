@@ -1,7 +1,11 @@
 """The records conflict detection runs over, kept in step with the watches.
 
 Pods are parsed into `PodRecord`s when their event arrives (once), nodes
-into `NodeView`s, so a detection pass only groups and sums. A pass works on
+into `NodeView`s, so a detection pass only groups and sums. The feed parses
+each pod once for the view and this store (the view keeps `record.view`,
+the same PodView object), and each node once likewise; equal parts of
+different pods (a workload's labels, requests, tolerations...) are one
+object (webhook.conflicts.canon). A pass works on
 a copy taken under the lock; the lock is never held while detecting.
 `version` moves on every change, so an unchanged cluster is not re-checked.
 Changes are also journalled (the latest state per object) for the
@@ -16,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.conflicts.canon import Canon
 from webhook.conflicts.model import PodRecord
 from webhook.policy.model import NodeView
 
@@ -58,6 +63,7 @@ class ConflictStore:
         self.version = 0
         self.unparsable = 0
         self._journal: dict[tuple[str, str], Any] = {}
+        self._canon = Canon()
 
     # ---- reading the previous state (the feed compares old and new) ----
     def node(self, name: str) -> NodeView | None:
@@ -69,9 +75,13 @@ class ConflictStore:
             return self._pods.get(uid)
 
     # ---- feeding -------------------------------------------------------
-    def put_node(self, node: Mapping[str, Any]) -> tuple[NodeView | None, NodeView]:
-        """Store a node; returns (previous view, new view)."""
-        view = NodeView.from_dict(node)
+    def put_node(
+        self, node: Mapping[str, Any], view: NodeView | None = None
+    ) -> tuple[NodeView | None, NodeView]:
+        """Store a node (`view`: its NodeView, when the caller parsed it already);
+        returns (previous view, new view)."""
+        if view is None:
+            view = NodeView.from_dict(node)
         with self._lock:
             old = self._nodes.get(view.name)
             if old != view:
@@ -88,16 +98,26 @@ class ConflictStore:
                 self.version += 1
             return old
 
-    def put_pod(self, pod: Mapping[str, Any]) -> tuple[PodRecord | None, PodRecord | None]:
-        """Store a pod; returns (previous record, new record or None when unparsable)."""
+    def parse_pod(self, pod: Mapping[str, Any]) -> PodRecord | None:
+        """The pod's record, or None (logged and counted) when it is not parsable."""
         try:
-            record: PodRecord | None = PodRecord.from_dict(pod)
+            return self._canon.record(PodRecord.from_dict(pod))
         except (ValueError, TypeError) as err:
             meta = pod.get("metadata") or {}
             log.warning("pod %s/%s not parsable: %s", meta.get("namespace"), meta.get("name"), err)
             self.unparsable += 1
-            record = None
-        uid = str((pod.get("metadata") or {}).get("uid") or "")
+            return None
+
+    def put_pod(self, pod: Mapping[str, Any]) -> tuple[PodRecord | None, PodRecord | None]:
+        """Store a pod; returns (previous record, new record or None when unparsable)."""
+        return self.put_record(
+            str((pod.get("metadata") or {}).get("uid") or ""), self.parse_pod(pod)
+        )
+
+    def put_record(
+        self, uid: str, record: PodRecord | None
+    ) -> tuple[PodRecord | None, PodRecord | None]:
+        """Store pod `uid`'s record (from `parse_pod`: None drops it); (previous, new)."""
         with self._lock:
             old = self._pods.get(uid)
             if record is None:

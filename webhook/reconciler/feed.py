@@ -4,8 +4,9 @@ One set of informers (cluster.source.WATCHED) feeds everything the
 reconcile process keeps, so the policy decides against exactly the cluster
 the conflict detector checks. For each event the feed
 
-1. applies it to the `ClusterView` (reservations included, shared with the
-   webhook's code path);
+1. parses a pod once into its conflict record, whose PodView the view keeps
+   too (and a node once into its NodeView), and applies it to the
+   `ClusterView` (reservations included, shared with the webhook's code path);
 2. updates the conflict records, getting the previous record back, from
    which it tells what changed (`pod_event`, `node_event`: pure);
 3. tells the reconciler: a pending pod of ours appeared, changed or left
@@ -25,7 +26,7 @@ from webhook.cluster.view import ClusterView
 from webhook.conflicts.model import PodRecord
 from webhook.conflicts.store import ConflictStore
 from webhook.policy import marks
-from webhook.policy.model import NodeView
+from webhook.policy.model import NodeView, PodView
 from webhook.reconciler.queue import ClusterEvent
 
 SCHEDULER_NAME: Final = marks.SCHEDULER_NAME
@@ -115,31 +116,50 @@ class Feed:
         self.view, self.store = view, store
         self.on_pod, self.on_event, self.on_relist = on_pod, on_event, on_relist
 
+    def _parse(self, kind: str, obj: Mapping[str, Any]) -> PodRecord | NodeView | None:
+        """One parse for the view and the store: a pod's record (None when unparsable:
+        the view then parses, and fails, as it would alone), a node's view."""
+        if kind == "Pod":
+            return self.store.parse_pod(obj)
+        if kind == "Node":
+            return NodeView.from_dict(obj)
+        return None
+
     def replace(self, kind: str, pages: Iterable[list[Mapping[str, Any]]]) -> int:
         """A re-list, page by page: the view takes each page first, then the others see it."""
         keys: set[str] = set()
         node_changed = False
+        parsed: dict[int, PodRecord | NodeView | None] = {}  # id(obj) -> parse, this page
+
+        def view_of(obj: Mapping[str, Any]) -> PodView | NodeView | None:
+            done = parsed.get(id(obj))
+            return done.view if isinstance(done, PodRecord) else done
 
         def tap() -> Iterator[list[Mapping[str, Any]]]:
             nonlocal node_changed
             for page in pages:
+                parsed.clear()
+                parsed.update((id(obj), self._parse(kind, obj)) for obj in page)
                 yield page
                 for obj in page:
+                    done = parsed.get(id(obj))
                     if kind == "Node":
                         keys.add(_name(obj))
+                        node = done if isinstance(done, NodeView) else None
                         node_changed = (
-                            node_event(*self.store.put_node(obj)) is not None or node_changed
+                            node_event(*self.store.put_node(obj, node)) is not None or node_changed
                         )
                     elif kind == "Pod":
                         uid = _uid(obj)
                         keys.add(uid)
-                        self.store.put_pod(obj)
+                        self.store.put_record(uid, done if isinstance(done, PodRecord) else None)
                         self.on_pod(uid, obj)
                     elif kind == "Namespace":
                         keys.add(_name(obj))
                         self.store.put_namespace(obj)
+            parsed.clear()
 
-        count = self.view.replace(kind, tap())
+        count = self.view.replace(kind, tap(), view_of)
         if kind in ("Node", "Pod", "Namespace"):  # the others only give the view selectors
             self.store.keep_only(kind, keys)
         if kind == "Pod":
@@ -150,20 +170,23 @@ class Feed:
         return count
 
     def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> None:
-        self.view.apply(kind, event, obj)
+        done = None if event == "DELETED" else self._parse(kind, obj)
+        self.view.apply(kind, event, obj, done.view if isinstance(done, PodRecord) else done)
         change: ClusterEvent | None = None
         if kind == "Node":
             if event == "DELETED":
                 self.store.drop_node(_name(obj))
             else:
-                change = node_event(*self.store.put_node(obj))
+                node = done if isinstance(done, NodeView) else None
+                change = node_event(*self.store.put_node(obj, node))
         elif kind == "Pod":
             uid = _uid(obj)
             if event == "DELETED":
                 change = pod_event(self.store.drop_pod(uid), None)
                 self.on_pod(uid, None)
             else:
-                change = pod_event(*self.store.put_pod(obj))
+                record = done if isinstance(done, PodRecord) else None
+                change = pod_event(*self.store.put_record(uid, record))
                 self.on_pod(uid, obj)
         elif kind != "Namespace":
             pass  # Services and controllers: selectors for the view's default spreading

@@ -118,3 +118,30 @@ def test_services_and_controllers_reach_the_view_but_not_the_conflict_records() 
     assert sink.events == [] and sink.pods == []
     labels = {"app": "web"}
     assert view.evaluate(lambda s: s.workloads.services_selecting("shop", labels)) == ["shop/web"]
+
+
+def test_the_view_and_the_conflict_records_share_one_parse_of_each_pod_and_node() -> None:
+    view, store, sink = ClusterView(), ConflictStore(), Sink()
+    feed = Feed(view, store, on_pod=sink.on_pod, on_event=sink.on_event)
+    feed.replace("Node", iter([[node("n1")]]))
+    feed.replace("Pod", iter([[pod("a", "n1")]]))
+    feed.apply("Pod", "MODIFIED", pod("b", "n1"))
+    feed.apply("Node", "ADDED", node("n2"))
+    for uid in ("uid-a", "uid-b"):
+        record = store.pod(uid)
+        assert record is not None
+        assert view.evaluate(lambda s, uid=uid: s.pod(uid)) is record.view
+    for name in ("n1", "n2"):
+        assert view.evaluate(lambda s, name=name: s.node(name)) is store.node(name)
+
+
+def test_after_a_relist_the_view_and_the_records_still_share_unchanged_pods() -> None:
+    view, store, sink = ClusterView(), ConflictStore(), Sink()
+    feed = Feed(view, store, on_pod=sink.on_pod, on_event=sink.on_event)
+    feed.replace("Node", iter([[node("n1")]]))
+    feed.replace("Pod", iter([[pod("a", "n1")]]))
+    feed.replace("Node", iter([[node("n1")]]))
+    feed.replace("Pod", iter([[pod("a", "n1")]]))
+    record = store.pod("uid-a")
+    assert record is not None and view.evaluate(lambda s: s.pod("uid-a")) is record.view
+    assert view.evaluate(lambda s: s.node("n1")) is store.node("n1")
