@@ -40,20 +40,23 @@ class Detector:
         self.by_node: dict[str, dict[str, PodRecord]] = {}
         """Counted pods by the node they are bound to (known or not)."""
         self._namespaces: dict[str, Mapping[str, str]] = {}
-        self._fixed_labels = namespace_labels
         self._node_results: dict[str, list[Conflict]] = {}
         self._rejected: dict[str, Conflict] = {}
         self._dirty_nodes: set[str] = set()
         self._spread = SpreadIndex(self.nodes)
-        self._anti = AntiAffinityIndex(self.nodes, self.pods, self.by_node, self._labels_fn)
+        # the index reads namespace labels through a function of the table, not of the
+        # detector: no reference cycle, so a replaced detector is freed at once
+        known = self._namespaces
+
+        def labels_of(namespace: str) -> Mapping[str, str]:
+            return known.get(namespace) or {NS_NAME: namespace}
+
+        self.labels_of: NamespaceLabels = labels_of
+        fixed_or_known = namespace_labels or labels_of
+        self._anti = AntiAffinityIndex(self.nodes, self.pods, self.by_node, lambda: fixed_or_known)
         self._sorted: list[Conflict] | None = None
 
     # ---- namespaces ----------------------------------------------------
-    def _labels_fn(self) -> NamespaceLabels:
-        return self._fixed_labels or self.labels_of
-
-    def labels_of(self, namespace: str) -> Mapping[str, str]:
-        return self._namespaces.get(namespace) or {NS_NAME: namespace}
 
     def put_namespace(self, name: str, labels: Mapping[str, str] | None) -> None:
         """Namespace labels (None: gone); they decide anti-affinity namespaceSelectors."""
