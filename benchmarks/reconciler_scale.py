@@ -24,6 +24,9 @@ workload's zone, one that lands beside an anti-affine replica, each timed
 from its create to the conflict naming it on /debug/conflicts, with the
 process's own duration of that detection pass. The reconciler runs with a
 short `--conflict-interval` so that the interval does not hide the pass.
+Last, 30 s of steady pod churn (20 creates and deletes a second), so that
+the periodic safety rebuild comes round: how many passes took over 50 ms,
+250 ms and 1 s then, from the process's own pass-duration histogram.
 
 Every loop is bounded in count and time; traffic stays on loopback.
 """
@@ -448,6 +451,64 @@ def changes(
     return out
 
 
+PASS_BUCKET = "placement_webhook_conflict_pass_seconds_bucket"
+
+
+def pass_buckets(rec: Reconciler) -> dict[float, float]:
+    """The reconciler's detection-pass histogram: upper bound (s) -> passes at most that long."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{rec.metrics}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith(PASS_BUCKET + "{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            out[float("inf") if bound == "+Inf" else float(bound)] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def churn(
+    cluster: DevCluster, rec: Reconciler, nodes: int, seconds: float, rate: float
+) -> dict[str, Any]:
+    """Steady pod churn (plain pods created, then deleted, at `rate`/s for `seconds`): enough
+    passes for the periodic safety rebuild to come round, and how long the passes took
+    then, from the reconciler's own histogram (a pass that waits on a whole rebuild holds
+    up every change behind it)."""
+    conns = Connections(cluster)
+    plain = next(w for w in range(6, 100) if workload_kind(w) == "plain")
+    before = pass_buckets(rec)
+    start = time.monotonic()
+    made: list[str] = []
+    n = int(seconds * rate)
+    for i in range(n):
+        delay = start + i / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        name = f"churn-{i:05d}"
+        node = node_name((i * 7919) % nodes)
+        body = pod_body(plain, 0, node, "1m", name=name)
+        status, _ = conns.send("POST", f"/api/v1/namespaces/{namespace_of(plain)}/pods", body)
+        if status < 300:
+            made.append(name)
+        if len(made) > 20:  # keep the cluster's size: delete the pod made 20 before
+            old = made.pop(0)
+            conns.send(
+                "DELETE",
+                f"/api/v1/namespaces/{namespace_of(plain)}/pods/{old}?gracePeriodSeconds=0",
+            )
+    for old in made:
+        conns.send(
+            "DELETE", f"/api/v1/namespaces/{namespace_of(plain)}/pods/{old}?gracePeriodSeconds=0"
+        )
+    time.sleep(2.0)
+    after = pass_buckets(rec)
+    during = {b: after.get(b, 0.0) - before.get(b, 0.0) for b in after}
+    bounds = sorted(during)
+    total = during[bounds[-1]] if bounds else 0.0
+    over = {f"over_{b:g}s": total - during[b] for b in bounds if b in (0.05, 0.25, 1.0)}
+    longest = next((b for b in bounds if during[b] >= total), float("inf"))
+    return {"seconds": seconds, "rate": rate, "passes": total, **over, "longest_at_most_s": longest}
+
+
 def measure(
     cluster: DevCluster,
     python: str,
@@ -482,9 +543,17 @@ def measure(
         out["idle_seconds"] = idle
         out["changes"] = changes(cluster, rec, probe_pods(nodes, per_node, probes), wait=30)
         out["memory_after_changes"] = proc_memory(rec.process.pid)
+        out["churn"] = churn(cluster, rec, nodes, seconds=CHURN_SECONDS, rate=CHURN_RATE)
+        out["memory_after_churn"] = proc_memory(rec.process.pid)
         return out
     finally:
         rec.stop()
+
+
+#: The churn phase: long enough, at the benchmark's pass interval, for the safety rebuild
+#: (every 150th pass) to come round twice.
+CHURN_SECONDS = 30.0
+CHURN_RATE = 20.0
 
 
 def print_figures(result: dict[str, Any]) -> None:
@@ -514,6 +583,13 @@ def print_figures(result: dict[str, Any]) -> None:
         )
     if result["changes"]["missed"]:
         print(f"    missed: {result['changes']['missed'][:5]}")
+    c = result["churn"]
+    print(
+        f"    churn {c['rate']:.0f} pods/s for {c['seconds']:.0f}s: {c['passes']:.0f} passes, "
+        f"{c['over_0.05s']:.0f} over 50 ms, {c['over_0.25s']:.0f} over 250 ms, "
+        f"{c['over_1s']:.0f} over 1 s; the longest at most {c['longest_at_most_s']:g} s; "
+        f"RSS after {result['memory_after_churn']['rss']:.1f} MiB"
+    )
 
 
 def scale(

@@ -184,48 +184,6 @@ def test_passes_after_the_first_see_changes_and_the_safety_pass_agrees() -> None
     assert again.conflicts == (found,) and again.new == ()
 
 
-class Ticks:
-    """A clock that moves one second each time it is read: every slice ends at once."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
-
-
-def test_the_safety_rebuild_is_fed_over_passes_and_misses_no_change_made_meanwhile() -> None:
-    from webhook.conflicts.detect import detect
-
-    store = ConflictStore()
-    for i in range(8):
-        store.put_node(node(f"n{i}", cpu="4", pods="300"))
-    for i in range(1200):  # five batches of pods: five passes to rebuild with a tiny slice
-        store.put_pod(pod(f"p{i}", f"n{i % 8}", cpu="10m", memory="1Mi", at=at(1)))
-    rep, _ = reporter(store, safety_every=1, clock=Ticks(), rebuild_slice_seconds=0.5)
-    assert rep.run_pass().conflicts == ()  # first pass: whole, at once
-    first_detector = rep._detector
-    rep.run_pass()  # incremental
-    rep.run_pass()  # due: the rebuild starts and is fed one batch
-    assert rep._rebuild is not None and rep._detector is first_detector
-    store.put_pod(pod("big1", "n3", cpu="4", memory="1Mi", at=at(5)))  # meanwhile: n3 overcommitted
-    (found,) = rep.run_pass().conflicts  # seen at once, by the detector still answering
-    assert found.node == "n3"
-    store.drop_pod("p3")
-    store.put_node(node("n5", cpu="1", pods="300"))  # and n5 now overcommitted too
-    passes = 0
-    while rep._rebuild is not None:
-        result = rep.run_pass()
-        passes += 1
-        assert {c.node for c in result.conflicts} == {"n3", "n5"}
-        assert passes < 10
-    assert passes >= 2 and rep._detector is not first_detector
-    copy = store.copy()
-    fresh = detect(copy.nodes, list(copy.pods), copy.labels_of)
-    assert {c.key for c in rep.run_pass().conflicts} == {c.key for c in fresh}
-
-
 def test_a_replaced_detector_is_freed_without_the_collector() -> None:
     import gc
     import weakref
@@ -237,8 +195,7 @@ def test_a_replaced_detector_is_freed_without_the_collector() -> None:
     old = weakref.ref(rep._detector)  # type: ignore[arg-type]
     gc.disable()
     try:
-        rep.run_pass()  # due; the rebuild is small: it takes over within this pass
-        assert rep._rebuild is None
+        rep.run_pass()  # due: a fresh detector replaces the old one
         assert old() is None
     finally:
         gc.enable()
