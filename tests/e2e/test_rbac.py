@@ -485,15 +485,19 @@ class Install:
             "uid": "00000000-0000-0000-0000-00000000000a",
             "controller": True,
         }
-        for name in ("w1", "w2"):
+        for count, name in enumerate(("w1", "w2"), start=1):
             pod = pod_manifest(name, cpu="1")
             pod["metadata"]["ownerReferences"] = [owner]
             created = admin.create("/api/v1/namespaces/placed/pods", pod)
             assert created["spec"].get("nodeName") == "small", procs.logs()  # why, if not
             assert created["metadata"]["annotations"][SELECTED_NODE_ANNOTATION] == "small"
-        procs.until(
-            lambda: len(self.events("placed", "Scheduled")) == 2, "the webhook's Scheduled events"
-        )
+            # the event is written once the watch has the pod, so its reservation has ended:
+            # w2 must not meet w1 still unconfirmed (maxUnconfirmedShare 0.5 of 2 cpu would
+            # hand it off, rightly)
+            procs.until(
+                lambda n=count: len(self.events("placed", "Scheduled")) == n,
+                f"the webhook's Scheduled event for {name}",
+            )
 
         # 4. the fallback binder binds a pod admission never saw, and flags one that fits nowhere.
         create_node(admin, node_manifest("big", cpu="8"))
