@@ -97,23 +97,28 @@ def served(body: bytes, i: int, node: str) -> dict[str, Any]:
     return pod
 
 
-def node_pages(nodes: int) -> Iterator[list[dict[str, Any]]]:
-    page = []
-    for i in range(nodes):
-        create, status = scale.node_body(i, scale.node_name(i))
-        node = orjson.loads(create)
-        node["metadata"].update(uid=f"node-{i}", resourceVersion=str(i + 1))
-        node.update(orjson.loads(status))
-        page.append(node)
-        if len(page) == 500:
+def pages(items: Iterator[dict[str, Any]], size: int = 500) -> Iterator[list[dict[str, Any]]]:
+    """`items` in lists of `size`, as a paged List returns them."""
+    page: list[dict[str, Any]] = []
+    for item in items:
+        page.append(item)
+        if len(page) == size:
             yield page
             page = []
     if page:
         yield page
 
 
-def pod_pages(nodes: int, per_node: int) -> Iterator[list[dict[str, Any]]]:
-    page = []
+def served_nodes(nodes: int) -> Iterator[dict[str, Any]]:
+    for i in range(nodes):
+        create, status = scale.node_body(i, scale.node_name(i))
+        node = orjson.loads(create)
+        node["metadata"].update(uid=f"node-{i}", resourceVersion=str(i + 1))
+        node.update(orjson.loads(status))
+        yield node
+
+
+def served_pods(nodes: int, per_node: int) -> Iterator[dict[str, Any]]:
     for p in range(nodes * per_node):
         w, replica = divmod(p, scale.REPLICAS)
         i = p % nodes
@@ -121,12 +126,7 @@ def pod_pages(nodes: int, per_node: int) -> Iterator[list[dict[str, Any]]]:
         body = scale.pod_body(w, replica, scale.node_name(i), cpu)
         pod = served(body, p, scale.node_name(i))
         pod["metadata"]["namespace"] = scale.namespace_of(w)
-        page.append(pod)
-        if len(page) == 500:
-            yield page
-            page = []
-    if page:
-        yield page
+        yield pod
 
 
 def owner_of(trace: tracemalloc.Trace) -> str:
@@ -163,22 +163,22 @@ def main() -> int:
     stages = [("imports", rss_mib())]
     start = time.perf_counter()
     if args.apart:  # each structure on its own, to charge RSS to it
-        view.replace("Node", node_pages(args.nodes))
-        view.replace("Pod", pod_pages(args.nodes, args.pods_per_node))
+        view.replace("Node", pages(served_nodes(args.nodes)))
+        view.replace("Pod", pages(served_pods(args.nodes, args.pods_per_node)))
         gc.collect()
         stages.append(("+ the view (snapshot)", rss_mib()))
-        for page in node_pages(args.nodes):
+        for page in pages(served_nodes(args.nodes)):
             for obj in page:
                 store.put_node(obj)
-        for page in pod_pages(args.nodes, args.pods_per_node):
+        for page in pages(served_pods(args.nodes, args.pods_per_node)):
             for obj in page:
                 store.put_pod(obj)
         gc.collect()
         stages.append(("+ the conflict store", rss_mib()))
     else:  # the reconcile process's own path
         feed = Feed(view, store, on_pod=lambda _uid, _pod: None, on_event=lambda _e: None)
-        feed.replace("Node", node_pages(args.nodes))
-        feed.replace("Pod", pod_pages(args.nodes, args.pods_per_node))
+        feed.replace("Node", pages(served_nodes(args.nodes)))
+        feed.replace("Pod", pages(served_pods(args.nodes, args.pods_per_node)))
         gc.collect()
         stages.append(("+ listed (view and store)", rss_mib()))
     listed = time.perf_counter() - start

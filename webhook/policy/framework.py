@@ -158,8 +158,6 @@ class Decision:
     message: str = ""
     reason_counts: Mapping[str, int] = field(default_factory=dict)
     """Histogram of rejection reasons over evaluated nodes (FitError's)."""
-    feasible_count: int = 0
-    """How many feasible nodes the scan found (the ones scored)."""
     evaluated_nodes: int = 0
     total_nodes: int = 0
     weights: Mapping[str, int] = field(default_factory=dict)
@@ -169,6 +167,11 @@ class Decision:
     cheaply, so callers that only need the best few never build `scores`)."""
     rejections: Rejections = field(default=_NO_REJECTIONS, repr=False)
     score_table: ScoreTable = field(default=_NO_SCORES, repr=False)
+
+    @property
+    def feasible_count(self) -> int:
+        """How many feasible nodes the scan found (the ones scored)."""
+        return len(self.score_table.slots)
 
     @property
     def feasible_nodes(self) -> tuple[str, ...]:
@@ -476,7 +479,6 @@ def _schedule(
             f"({n_all} in cluster), score {best}"
         ),
         reason_counts=counts,
-        feasible_count=len(fslots),
         best_scores=best_scores,
         evaluated_nodes=evaluated_total,
         total_nodes=n_all,

@@ -157,11 +157,6 @@ class ClusterSnapshot:
     def name_at(self, slot: int) -> str:
         return self.node_at(slot).name
 
-    def names_at(self, slots: Iterable[int]) -> list[str]:
-        """Names of many slots at once (the hot path: every feasible node, every decision)."""
-        nodes = self._nodes
-        return [nodes[s].name for s in slots]  # type: ignore[union-attr]
-
     def sorted_slots(self) -> npt.NDArray[np.int64]:
         """Alive node slots in node-name order (the deterministic scan order); read-only."""
         if self._sorted is None:
